@@ -1,0 +1,31 @@
+# Two commands do the whole set-up on a fresh machine:
+#   make demo   builds .venv and opens the console on the demo world
+#   make test   builds .venv and runs the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: venv demo test lint bench clean
+
+$(BIN)/eagle3-tui: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The CPU wheel of torch 2.13.0 lies on disk; pinning it first avoids a multi-GB CUDA download.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(BIN)/eagle3-tui
+
+demo: venv
+	$(BIN)/eagle3-tui --demo
+
+test: venv
+	$(BIN)/ruff check eagle3_tui tests benchmarks
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,82 @@
+"""Entry point `eagle3-tui`: the console by default, headless subcommands beside it.
+
+Only argparse is imported at module level: `--help` and `--version` must not pay for torch or
+Textual. Each subcommand lives in `eagle3_tui/commands/<name>.py` with `register(subparsers, common)`
+and imports what it needs inside its run function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from eagle3_tui import __version__
+from eagle3_tui.errors import UserError
+
+# Modules under eagle3_tui/commands/, in the order their subcommands appear in --help.
+COMMAND_MODULES: tuple[str, ...] = (
+    "replay",
+    "check",
+    "hostcmds",
+)
+
+
+def host_options() -> argparse.ArgumentParser:
+    """Options shared by the console and every subcommand that attaches to a host."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("host")
+    g.add_argument("--host", help="GPU host: address or ssh alias (localhost attaches without SSH)")
+    g.add_argument("--local", action="store_true", help="attach to this machine without SSH")
+    g.add_argument("--profile", metavar="FILE", help="hosts.toml to read instead of the default")
+    g.add_argument("--readonly", action="store_true", help="refuse every action that changes the host")
+    g.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="accept and record an unknown host key (a changed key is always refused)",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = host_options()
+    parser = argparse.ArgumentParser(
+        prog="eagle3-tui",
+        description=(
+            "Debug an EAGLE-3 draft model served by SGLang: live accept length and tok/s, "
+            "layer-id presets with safe restarts, benchmarks, a run ledger, the standalone "
+            "accuracy check and a doctor. Without a subcommand it opens the console."
+        ),
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"eagle3-tui {__version__}")
+    parser.add_argument("--demo", action="store_true", help="open the console on the built-in demo world")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"eagle3_tui.commands.{name}").register(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    try:
+        if func is None:
+            from eagle3_tui.ui.launch import run_console
+
+            return run_console(args)
+        return int(func(args) or 0)
+    except UserError as err:
+        print(f"eagle3-tui: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("eagle3-tui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Headless subcommands. Each module has `register(subparsers, common)`; heavy imports stay inside run()."""

@@ -1,0 +1,1 @@
+"""Rules: facts in, findings out. Pure functions."""

@@ -1,0 +1,1 @@
+"""What EAGLE-3 is: wiring conventions, draft config, checkpoint, drafter, data, the accuracy check."""

@@ -1,0 +1,1 @@
+"""Time series, derived metrics and the run ledger."""

@@ -1,0 +1,1 @@
+"""The Textual console. Talks only to `eagle3_tui.session`."""
