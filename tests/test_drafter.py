@@ -1,0 +1,189 @@
+"""The draft forward pass against an independent, per-position reference of SGLang's llama_eagle3.
+
+The reference below is written from research/eagle3_formats.md §8 with explicit loops and no code
+shared with eagle3_tui/eagle/drafter.py, so a wrong norm order, embedding/hidden order, residual,
+RoPE or mask in the drafter shows up as a numeric mismatch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from eagle3_tui.eagle.drafter import Eagle3Drafter, KVCache, expected_accept_length
+
+CFG = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "hidden_size": 16,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 24,
+    "vocab_size": 30,
+    "draft_vocab_size": 12,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 1000.0,
+}
+
+
+def _random_drafter(seed: int = 0) -> tuple[Eagle3Drafter, dict[str, torch.Tensor], torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    embed = torch.randn(30, 16, generator=g)
+    model = Eagle3Drafter(CFG, embed)
+    tensors = {}
+    for name, p in model.state_dict().items():
+        if name in ("d2t", "t2d"):
+            continue
+        t = torch.randn(p.shape, generator=g) * (0.3 if p.ndim == 2 else 0.2) + (1.0 if p.ndim == 1 else 0.0)
+        tensors[name] = t
+    tensors["d2t"] = torch.arange(12) * 2 - torch.arange(12)  # draft i -> target 2i
+    tensors["t2d"] = torch.zeros(30, dtype=torch.bool)
+    tensors["t2d"][::2] = True
+    return Eagle3Drafter.from_tensors(CFG, tensors, embed), tensors, embed
+
+
+def _rms(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return w * x / torch.sqrt((x * x).mean() + eps)
+
+
+def _rope(vec: torch.Tensor, pos: int, theta: float = 1000.0) -> torch.Tensor:
+    hd = vec.shape[0]
+    out = torch.empty_like(vec)
+    for i in range(hd // 2):
+        ang = pos / theta ** (2 * i / hd)
+        a, b = vec[i], vec[i + hd // 2]
+        out[i] = a * math.cos(ang) - b * math.sin(ang)
+        out[i + hd // 2] = b * math.cos(ang) + a * math.sin(ang)
+    return out
+
+
+def _reference_step(w, embed, tok, h, pos, keys, values):
+    """One position: returns (logits, prenorm, k_heads, v_heads); attends to keys/values + itself."""
+    res = h
+    z = torch.cat(
+        [_rms(embed[tok], w["midlayer.input_layernorm.weight"]), _rms(h, w["midlayer.hidden_norm.weight"])]
+    )
+    q = (w["midlayer.self_attn.q_proj.weight"] @ z).view(4, 4)
+    k = (w["midlayer.self_attn.k_proj.weight"] @ z).view(2, 4)
+    v = (w["midlayer.self_attn.v_proj.weight"] @ z).view(2, 4)
+    q = torch.stack([_rope(q[i], pos) for i in range(4)])
+    k = torch.stack([_rope(k[i], pos) for i in range(2)])
+    all_k, all_v = [*keys, k], [*values, v]
+    heads = []
+    for hh in range(4):
+        kv = hh // 2  # grouped query attention: 2 query heads per kv head
+        scores = torch.stack([q[hh] @ kk[kv] / 2.0 for kk in all_k])
+        p = torch.softmax(scores, 0)
+        heads.append(sum(p[j] * all_v[j][kv] for j in range(len(all_v))))
+    attn = w["midlayer.self_attn.o_proj.weight"] @ torch.cat(heads)
+    x = res + attn
+    m = _rms(x, w["midlayer.post_attention_layernorm.weight"])
+    mlp = w["midlayer.mlp.down_proj.weight"] @ (
+        torch.nn.functional.silu(w["midlayer.mlp.gate_proj.weight"] @ m)
+        * (w["midlayer.mlp.up_proj.weight"] @ m)
+    )
+    x = x + mlp
+    logits = w["lm_head.weight"] @ _rms(x, w["norm.weight"])
+    return logits, x, k, v
+
+
+def test_forward_matches_per_position_reference() -> None:
+    model, w, embed = _random_drafter()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 30, (1, 6), generator=g)
+    aux = torch.randn(1, 6, 48, generator=g) * 3
+    with torch.no_grad():
+        logits, pre = model(ids, aux, aux=True)
+    keys, values = [], []
+    for t in range(6):
+        h = w["fc.weight"] @ aux[0, t]
+        ref_logits, ref_pre, k, v = _reference_step(w, embed, int(ids[0, t]), h, t, keys, values)
+        keys.append(k)
+        values.append(v)
+        torch.testing.assert_close(logits[0, t], ref_logits, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(pre[0, t], ref_pre, atol=1e-4, rtol=1e-4)
+    assert logits.shape == (1, 6, 12) and pre.shape == (1, 6, 16)
+
+
+def test_chain_forward_is_what_a_live_chain_sees() -> None:
+    """Step s at t = step-0 keys <= t plus the same position's earlier chain keys (reference loop)."""
+    model, w, embed = _random_drafter(2)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 30, (1, 7), generator=g)
+    aux = torch.randn(1, 7, 48, generator=g)
+    with torch.no_grad():
+        outs = model.chain_forward(ids, aux, steps=3)
+    assert len(outs) == 3
+    keys0, values0, pre0 = [], [], []
+    for t in range(7):
+        _, p, k, v = _reference_step(w, embed, int(ids[0, t]), w["fc.weight"] @ aux[0, t], t, keys0, values0)
+        keys0.append(k)
+        values0.append(v)
+        pre0.append(p)
+    for t in range(7 - 2):
+        ks, vs = keys0[: t + 1], values0[: t + 1]
+        h = pre0[t]
+        for s in (1, 2):
+            logits, h, k, v = _reference_step(w, embed, int(ids[0, t + s]), h, t + s, ks, vs)
+            ks, vs = [*ks, k], [*vs, v]
+            torch.testing.assert_close(outs[s][0, t], logits, atol=1e-4, rtol=1e-4)
+
+
+def test_incremental_cache_equals_full_forward_and_feedback_step() -> None:
+    model, _, _ = _random_drafter(4)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 30, (2, 8), generator=g)
+    aux = torch.randn(2, 8, 48, generator=g)
+    with torch.no_grad():
+        full_logits, full_pre = model(ids, aux)
+        l1, p1, cache = model(ids[:, :5], aux[:, :5], return_cache=True)
+        l2, p2, cache = model(ids[:, 5:], aux[:, 5:], past=cache, return_cache=True)
+        assert isinstance(cache, KVCache) and len(cache) == 8
+        torch.testing.assert_close(torch.cat([l1, l2], 1), full_logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(torch.cat([p1, p2], 1), full_pre, atol=1e-5, rtol=1e-5)
+        # a chain step: H-wide hidden (aux=False) through the same cache equals chain_forward step 1
+        chain = model.chain_forward(ids, aux, steps=2)
+        _, _, c5 = model(ids[:, :5], aux[:, :5], return_cache=True)
+        step1, _ = model(ids[:, 5:6], p1[:, 4:5], aux=False, past=c5)
+        torch.testing.assert_close(step1[:, 0], chain[1][:, 4], atol=1e-5, rtol=1e-5)
+
+
+def test_from_tensors_like_sglang() -> None:
+    model, tensors, embed = _random_drafter()
+    # d2t offsets map draft id i to target id 2i
+    assert model.to_target_ids(torch.tensor([0, 3, 11])).tolist() == [0, 6, 22]
+    # the draft's own embed_tokens is replaced by the target's when widths match; unknown names are skipped
+    extra = dict(
+        tensors, **{"embed_tokens.weight": torch.zeros(30, 16), "layers.0.bogus.weight": torch.ones(3)}
+    )
+    again = Eagle3Drafter.from_tensors(CFG, extra, embed)
+    ids = torch.tensor([[1, 2, 3]])
+    aux = torch.randn(1, 3, 48)
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids, aux)[0], model(ids, aux)[0])
+    # state_dict round trip keeps SGLang's names
+    names = set(model.state_dict())
+    assert {
+        "fc.weight",
+        "midlayer.hidden_norm.weight",
+        "midlayer.self_attn.q_proj.weight",
+        "lm_head.weight",
+        "d2t",
+    } <= names
+    assert model.midlayer.self_attn.q_proj.weight.shape == (16, 32)  # attention input is 2H
+    with pytest.raises(ValueError, match="shape"):
+        Eagle3Drafter.from_tensors(CFG, dict(tensors, **{"norm.weight": torch.ones(5)}), embed)
+    with pytest.raises(ValueError, match="lacks"):
+        Eagle3Drafter.from_tensors(CFG, {k: v for k, v in tensors.items() if k != "fc.weight"}, embed)
+    with pytest.raises(ValueError, match="wide"):
+        model(ids, torch.randn(1, 3, 32))
+
+
+def test_fc_sized_from_checkpoint_and_accept_length_formula() -> None:
+    _, tensors, embed = _random_drafter()
+    wide = dict(tensors, **{"fc.weight": torch.randn(16, 64)})
+    model = Eagle3Drafter.from_tensors(CFG, wide, embed)
+    assert model.num_aux == 4 and model.fc.in_features == 64
+    assert expected_accept_length([1.0, 1.0, 1.0]) == 4.0
+    assert expected_accept_length([0.5, 0.5]) == pytest.approx(1.75)
