@@ -1,0 +1,458 @@
+"""SGLang's HTTP API as the console uses it: health, server info, generate, flush, metrics, a benchmark.
+
+Async httpx, one client per base URL (through an SSH port forward for remote hosts). Parsing of what
+comes back is in pure functions so tests need no server. Field names follow SGLang's http_server.py
+and tokenizer_manager.py (research/sglang.md §5, §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from eagle3_tui.errors import UserError
+
+# Built-in benchmark prompts: short, varied, plain English (the sim's tokenizer and real models alike).
+BUILTIN_PROMPTS: tuple[str, ...] = (
+    "Explain in simple words how a bicycle stays upright while it moves.",
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "List five practical tips for keeping a small vegetable garden healthy.",
+    "Describe the water cycle to a ten year old.",
+    "What are the main differences between a list and a tuple in Python?",
+    "Summarize the plot of a heist movie in three sentences.",
+    "Give a recipe for a simple tomato soup with the steps numbered.",
+    "Why do we have seasons on Earth? Answer in one paragraph.",
+    "Write a polite email asking a colleague to review a pull request.",
+    "Explain what a hash table is and when to use one.",
+    "Describe a walk through a busy market early in the morning.",
+    "What should a beginner know before running their first marathon?",
+    "Translate the idea of compound interest into an everyday example.",
+    "Write a haiku about rain on a tin roof, then explain its imagery.",
+    "How does a refrigerator keep food cold?",
+    "Compare trains and airplanes for a trip of five hundred kilometres.",
+)
+
+
+class ServerUnavailable(UserError):
+    """The server did not answer (connection refused, timeout, 5xx)."""
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A parsed Prometheus exposition (`/metrics`, mounted only with `--enable-metrics`)."""
+
+    samples: tuple[MetricSample, ...]
+
+    def get(self, name: str, default: float | None = None) -> float | None:
+        """The value of `name` (mean over label sets, e.g. several TP ranks)."""
+        vals = [s.value for s in self.samples if s.name == name and not math.isnan(s.value)]
+        return sum(vals) / len(vals) if vals else default
+
+    def names(self) -> set[str]:
+        return {s.name for s in self.samples}
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    text: str
+    latency_s: float
+    completion_tokens: int
+    meta_info: dict[str, Any]
+
+    @property
+    def spec_verify_ct(self) -> int | None:
+        v = self.meta_info.get("spec_verify_ct")
+        return int(v) if isinstance(v, (int, float)) else None
+
+    @property
+    def spec_accept_length(self) -> float | None:
+        """Tokens per verify step for this request (older builds: completion_tokens / spec_verify_ct)."""
+        v = self.meta_info.get("spec_accept_length")
+        if isinstance(v, (int, float)) and v > 0:
+            return float(v)
+        ct = self.spec_verify_ct
+        if ct:
+            return self.completion_tokens / ct
+        return None
+
+
+@dataclass
+class BenchResult:
+    """One benchmark run: client-side numbers plus what the server and its log said meanwhile."""
+
+    num_prompts: int
+    concurrency: int
+    max_tokens: int
+    ok: int
+    errors: int
+    duration_s: float
+    output_tokens: int
+    output_tps: float
+    latency_p50_s: float | None
+    latency_p90_s: float | None
+    accept_len_client: float | None  # Σ completion_tokens / Σ spec_verify_ct over the requests
+    spec_verify_ct: int
+    accept_len_server: float | None = None  # /server_info avg_spec_accept_length after the run
+    accept_len_log: float | None = None  # mean of the log's `accept len` during the window (session)
+    baseline: bool = False
+    started_at: float = 0.0
+    error_messages: list[str] = field(default_factory=list)
+
+    @property
+    def accept_len(self) -> float | None:
+        """The best measured accept length: the log's, else the requests', else the server's."""
+        for v in (self.accept_len_log, self.accept_len_client, self.accept_len_server):
+            if v is not None:
+                return v
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["accept_len"] = self.accept_len
+        d["error_messages"] = self.error_messages[:5]
+        return d
+
+
+# ---------------------------------------------------------------- pure parsing
+
+
+def parse_prometheus(text: str) -> Metrics:
+    """Parse the Prometheus text format; malformed lines are skipped, never fatal."""
+    out: list[MetricSample] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        labels: dict[str, str] = {}
+        if "{" in line:
+            name, _, rest = line.partition("{")
+            body, sep, tail = _split_labels(rest)
+            if not sep:
+                continue
+            labels = body
+            value_part = tail.strip()
+        else:
+            name, _, value_part = line.partition(" ")
+        fields = value_part.split()
+        if not name or not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        out.append(MetricSample(name.strip(), labels, value))
+    return Metrics(tuple(out))
+
+
+def _split_labels(rest: str) -> tuple[dict[str, str], str, str]:
+    """Read `k="v",k2="v2"}` honouring escapes; returns (labels, "}" or "", remainder)."""
+    labels: dict[str, str] = {}
+    i, n = 0, len(rest)
+    while i < n:
+        while i < n and rest[i] in " ,":
+            i += 1
+        if i < n and rest[i] == "}":
+            return labels, "}", rest[i + 1 :]
+        eq = rest.find("=", i)
+        if eq < 0 or eq + 1 >= n or rest[eq + 1] != '"':
+            return labels, "", ""
+        key = rest[i:eq].strip()
+        j = eq + 2
+        buf: list[str] = []
+        while j < n and rest[j] != '"':
+            if rest[j] == "\\" and j + 1 < n:
+                nxt = rest[j + 1]
+                buf.append({"n": "\n", "\\": "\\", '"': '"'}.get(nxt, nxt))
+                j += 2
+                continue
+            buf.append(rest[j])
+            j += 1
+        if j >= n:
+            return labels, "", ""
+        labels[key] = "".join(buf)
+        i = j + 1
+    return labels, "", ""
+
+
+def unwrap_server_info(info: Any) -> dict[str, Any]:
+    """PD routers wrap the answer as {"decode": [{...}]}; return the plain dict."""
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        first = info["decode"][0]
+        if isinstance(first, dict):
+            return first
+    if not isinstance(info, dict):
+        raise UserError("the server's /server_info answer is not a JSON object")
+    return info
+
+
+def server_accept_length(info: Mapping[str, Any]) -> float | None:
+    """`internal_states[0].avg_spec_accept_length` (top level on builds before 2025-05); None if absent."""
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        v = states[0].get("avg_spec_accept_length")
+        if isinstance(v, (int, float)):
+            return float(v)
+    v = info.get("avg_spec_accept_length")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100), as numpy's default; None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def load_prompts(text: str) -> list[str]:
+    """Prompts from a file: JSON lines with "prompt"/"text", a JSON list, or one prompt per line."""
+    stripped = text.strip()
+    if not stripped:
+        raise UserError("the prompts file is empty")
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as err:
+            raise UserError(f"the prompts file is not valid JSON: {err.msg} (line {err.lineno})") from None
+        out = [_prompt_of(x) for x in data]
+        return [p for p in out if p]
+    out = []
+    for n, line in enumerate(stripped.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                p = _prompt_of(json.loads(line))
+            except json.JSONDecodeError:
+                raise UserError(f"prompts file line {n} is not valid JSON") from None
+            if p:
+                out.append(p)
+        else:
+            out.append(line)
+    if not out:
+        raise UserError("the prompts file holds no prompts")
+    return out
+
+
+def _prompt_of(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict):
+        for key in ("prompt", "text", "input"):
+            if isinstance(item.get(key), str):
+                return item[key]
+    raise UserError("each prompt must be a string or an object with a \"prompt\" or \"text\" field")
+
+
+# ---------------------------------------------------------------- the client
+
+
+class SGLangClient:
+    """Async client for one SGLang server."""
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0, client: httpx.AsyncClient | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._own = client is None
+        self._http = client or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, trust_env=False)
+        self._info_path: str | None = None
+
+    async def __aenter__(self) -> SGLangClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._http.aclose()
+
+    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return await self._http.request(method, self.base_url + path, **kw)
+        except httpx.TimeoutException:
+            raise ServerUnavailable(f"the server at {self.base_url} did not answer {path} in time") from None
+        except httpx.HTTPError as err:
+            raise ServerUnavailable(f"cannot reach the server at {self.base_url} ({type(err).__name__})") from None
+
+    async def health(self, timeout: float = 25.0) -> bool:
+        """True when /health answers 200 (it runs a 1-token generate); never raises."""
+        try:
+            r = await self._http.get(self.base_url + "/health", timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+
+    async def server_info(self) -> dict[str, Any]:
+        """`/server_info`, or `/get_server_info` on builds before 0.5.6 (remembered once found)."""
+        paths = [self._info_path] if self._info_path else ["/server_info", "/get_server_info"]
+        last = 0
+        for path in paths:
+            r = await self._request("GET", path)
+            if r.status_code == 200:
+                self._info_path = path
+                try:
+                    return unwrap_server_info(r.json())
+                except json.JSONDecodeError:
+                    raise UserError(f"the server's {path} answer is not JSON") from None
+            last = r.status_code
+            if r.status_code != 404:
+                break
+        raise ServerUnavailable(f"the server at {self.base_url} answered HTTP {last} to /server_info")
+
+    async def generate(
+        self,
+        text: str | None = None,
+        *,
+        input_ids: list[int] | None = None,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        ignore_eos: bool = True,
+        extra_sampling: Mapping[str, Any] | None = None,
+    ) -> GenerateResult:
+        """POST /generate (not streamed); meta_info carries the spec fields on the final answer."""
+        sampling: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+        }
+        sampling.update(extra_sampling or {})
+        body: dict[str, Any] = {"sampling_params": sampling}
+        if input_ids is not None:
+            body["input_ids"] = input_ids
+        else:
+            body["text"] = text or ""
+        t0 = time.perf_counter()
+        r = await self._request("POST", "/generate", json=body)
+        dt = time.perf_counter() - t0
+        if r.status_code != 200:
+            raise ServerUnavailable(f"/generate answered HTTP {r.status_code}: {r.text[:200].strip()}")
+        try:
+            data = r.json()
+        except json.JSONDecodeError:
+            raise UserError("the server's /generate answer is not JSON") from None
+        if isinstance(data, list):
+            data = data[0] if data else {}
+        meta = data.get("meta_info") or {}
+        ct = meta.get("completion_tokens")
+        return GenerateResult(
+            text=str(data.get("text", "")),
+            latency_s=float(meta.get("e2e_latency", dt)) if isinstance(meta.get("e2e_latency"), (int, float)) else dt,
+            completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0,
+            meta_info=dict(meta),
+        )
+
+    async def flush_cache(self) -> bool:
+        """POST /flush_cache; False when the server refused (requests still running)."""
+        r = await self._request("POST", "/flush_cache")
+        if r.status_code == 405:
+            r = await self._request("GET", "/flush_cache")
+        return r.status_code == 200
+
+    async def metrics(self) -> Metrics:
+        """/metrics parsed; an empty Metrics when the server runs without --enable-metrics."""
+        r = await self._request("GET", "/metrics")
+        if r.status_code != 200:
+            return Metrics(())
+        return parse_prometheus(r.text)
+
+
+async def run_benchmark(
+    client: SGLangClient,
+    prompts: Sequence[str] | None = None,
+    *,
+    num_prompts: int | None = None,
+    concurrency: int = 4,
+    max_tokens: int = 128,
+    flush: bool = True,
+    baseline: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> BenchResult:
+    """Send N prompts with at most C in flight; client tok/s, latency p50/p90, spec fields.
+
+    Failed requests are counted, not fatal; a run where every request failed raises ServerUnavailable.
+    """
+    base = list(prompts) if prompts else list(BUILTIN_PROMPTS)
+    n = num_prompts if num_prompts is not None else len(base)
+    if n <= 0 or concurrency <= 0 or max_tokens <= 0:
+        raise UserError("benchmark needs positive -n, -c and --max-tokens")
+    work = [base[i % len(base)] for i in range(n)]
+    if flush:
+        try:
+            await client.flush_cache()
+        except ServerUnavailable:
+            pass
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for p in work:
+        queue.put_nowait(p)
+    results: list[GenerateResult] = []
+    errors: list[str] = []
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while True:
+            try:
+                prompt = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                results.append(await client.generate(prompt, max_new_tokens=max_tokens))
+            except UserError as err:
+                errors.append(str(err))
+            done += 1
+            if on_progress:
+                on_progress(done, n)
+
+    started = time.time()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+    duration = time.perf_counter() - t0
+    if not results:
+        raise ServerUnavailable(f"every benchmark request failed: {errors[0] if errors else 'no answer'}")
+    out_tokens = sum(r.completion_tokens for r in results)
+    verify = sum(r.spec_verify_ct or 0 for r in results)
+    spec_tokens = sum(r.completion_tokens for r in results if r.spec_verify_ct)
+    lat = [r.latency_s for r in results]
+    server_len: float | None = None
+    try:
+        server_len = server_accept_length(await client.server_info())
+    except UserError:
+        server_len = None
+    return BenchResult(
+        num_prompts=n,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        ok=len(results),
+        errors=len(errors),
+        duration_s=duration,
+        output_tokens=out_tokens,
+        output_tps=out_tokens / duration if duration > 0 else 0.0,
+        latency_p50_s=percentile(lat, 50),
+        latency_p90_s=percentile(lat, 90),
+        accept_len_client=spec_tokens / verify if verify else None,
+        spec_verify_ct=verify,
+        accept_len_server=server_len,
+        baseline=baseline,
+        started_at=started,
+        error_messages=errors,
+    )
