@@ -1,0 +1,397 @@
+"""A draft checkpoint's names, dtypes and shapes, checked against what SGLang's `llama_eagle3` loads.
+
+The safetensors header is read by hand (8-byte little-endian length, then JSON), so a check of a
+70 GB sharded draft reads a few kilobytes and needs no torch. SGLang's loader skips names it does
+not know without a word (the parameter stays random, accept length ~1), so every mismatch is
+spelled out here (research/sglang.md §4.2–4.3, research/eagle3_formats.md §1.4, §4.2).
+
+Stdlib only: also copied as a plain file next to accuracy.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+if __package__:
+    from ..errors import UserError as _ErrorBase
+else:  # a plain file beside accuracy.py on the GPU host
+    _ErrorBase = Exception
+
+
+class BadInput(_ErrorBase):
+    """A file that is not what the check needs; the message is one sentence naming it."""
+
+    exit_code = 2
+
+
+ISSUE_KINDS: tuple[str, ...] = ("unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm")
+
+# safetensors dtype names and their sizes in bytes
+DTYPE_SIZES: dict[str, int] = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1,
+}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+    begin: int = 0  # absolute byte offsets in `file`
+    end: int = 0
+
+
+@dataclass
+class CheckpointHeader:
+    config: dict
+    tensors: dict[str, TensorInfo]
+    draft_dir: str = ""
+    config_path: str = ""
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CheckpointIssue:
+    kind: str  # one of ISSUE_KINDS
+    tensor: str
+    message: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "tensor": self.tensor, "message": self.message}
+
+
+def parse_safetensors_header(data: bytes, *, file: str, file_size: int | None = None) -> dict[str, TensorInfo]:
+    """Tensors described by the first bytes of a safetensors file (at least 8 + header length).
+
+    `file_size`, when known, lets a truncated file be caught here instead of at load time.
+    """
+    if len(data) < 8:
+        raise BadInput(f"{file} is not a safetensors file: it is {len(data)} bytes long, shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > _MAX_HEADER or (file_size is not None and 8 + n > file_size):
+        raise BadInput(f"{file} is not a valid safetensors file: its header length field says {n} bytes, "
+                       f"more than the file holds (corrupt or truncated)")
+    if len(data) < 8 + n:
+        raise BadInput(f"{file} is truncated: its {n}-byte safetensors header is cut off")
+    try:
+        header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise BadInput(f"{file} is not a valid safetensors file: its header is not JSON (corrupt?)") from None
+    if not isinstance(header, dict):
+        raise BadInput(f"{file} is not a valid safetensors file: its header is not a JSON object")
+    base = 8 + n
+    out: dict[str, TensorInfo] = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = str(meta["dtype"])
+            shape = tuple(int(x) for x in meta["shape"])
+            b, e = (int(x) for x in meta["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise BadInput(f"{file} is not a valid safetensors file: the entry for {name!r} lacks dtype/shape/offsets") from None
+        numel = 1
+        for d in shape:
+            numel *= d
+        if dtype in DTYPE_SIZES and e - b != numel * DTYPE_SIZES[dtype]:
+            raise BadInput(f"{file} is not a valid safetensors file: tensor {name!r} {list(shape)} {dtype} "
+                           f"should take {numel * DTYPE_SIZES[dtype]} bytes but its offsets span {e - b}")
+        if file_size is not None and base + e > file_size:
+            raise BadInput(f"{file} is truncated: tensor {name!r} ends at byte {base + e} "
+                           f"but the file has {file_size} bytes")
+        out[name] = TensorInfo(dtype, shape, file, base + b, base + e)
+    return out
+
+
+def read_safetensors_header(path: str) -> dict[str, TensorInfo]:
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) == 8:
+                (n,) = struct.unpack("<Q", head)
+                if 8 + n <= min(size, _MAX_HEADER + 8):
+                    head += f.read(n)
+    except OSError as err:
+        raise BadInput(f"cannot read {path}: {err.strerror or err}") from None
+    return parse_safetensors_header(head, file=path, file_size=size)
+
+
+def read_config(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except FileNotFoundError:
+        raise BadInput(f"{path} does not exist (expected the draft's config.json)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"cannot read {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise BadInput(f"{path} is not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(cfg, dict):
+        raise BadInput(f"{path} is not a JSON object (expected a model config)")
+    return cfg
+
+
+def read_header(draft_dir: str) -> CheckpointHeader:
+    """config.json plus every tensor's dtype, shape and file, from headers only (no tensor data)."""
+    if not os.path.isdir(draft_dir):
+        raise BadInput(f"{draft_dir} is not a directory (expected the draft model's directory with config.json)")
+    config_path = os.path.join(draft_dir, "config.json")
+    config = read_config(config_path)
+    index_path = os.path.join(draft_dir, "model.safetensors.index.json")
+    files: list[str]
+    if os.path.exists(index_path):
+        index = _read_index(index_path)
+        wm = index.get("weight_map")
+        if not isinstance(wm, dict) or not wm:
+            raise BadInput(f"{index_path} has no weight_map (expected a sharded safetensors index)")
+        files = sorted({os.path.join(draft_dir, str(v)) for v in wm.values()})
+        for p in files:
+            if not os.path.exists(p):
+                raise BadInput(f"{index_path} names {os.path.basename(p)}, which is not in {draft_dir}")
+    else:
+        files = sorted(os.path.join(draft_dir, n) for n in os.listdir(draft_dir) if n.endswith(".safetensors"))
+        if not files:
+            other = [n for n in os.listdir(draft_dir) if n.endswith((".bin", ".pt", ".pth"))]
+            hint = f" (found {other[0]}; convert it to safetensors)" if other else ""
+            raise BadInput(f"{draft_dir} holds no .safetensors file{hint}")
+    tensors: dict[str, TensorInfo] = {}
+    for p in files:
+        for name, info in read_safetensors_header(p).items():
+            tensors[name] = info
+    return CheckpointHeader(config, tensors, draft_dir, config_path, files)
+
+
+def _read_index(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadInput(f"{path} is not a readable safetensors index ({err})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} is not a JSON object (expected a safetensors index)")
+    return data
+
+
+def read_int_tensor(info: TensorInfo) -> list[int]:
+    """An integer tensor's values (d2t), read with the stdlib."""
+    codes = {"I64": "<q", "I32": "<i", "I16": "<h", "I8": "<b", "U8": "<B"}
+    if info.dtype not in codes:
+        raise BadInput(f"{info.file}: expected an integer tensor for d2t, found {info.dtype}")
+    try:
+        with open(info.file, "rb") as f:
+            f.seek(info.begin)
+            raw = f.read(info.end - info.begin)
+    except OSError as err:
+        raise BadInput(f"cannot read {info.file}: {err.strerror or err}") from None
+    fmt = codes[info.dtype]
+    if len(raw) != info.end - info.begin:
+        raise BadInput(f"{info.file} is truncated inside d2t")
+    return [v[0] for v in struct.iter_unpack(fmt, raw)]
+
+
+@dataclass(frozen=True)
+class DraftSizes:
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    draft_vocab: int | None
+    bias: bool
+    tie: bool
+
+
+def _int_key(config: dict, key: str, where: str, what: str) -> int:
+    v = config.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        if v is None:
+            raise BadInput(f"{where} has no {key!r} (expected {what}, a positive integer)")
+        raise BadInput(f"{where}: {key!r} is {v!r} (expected {what}, a positive integer)")
+    return v
+
+
+def draft_sizes(config: dict, where: str = "the draft config") -> DraftSizes:
+    """The sizes SGLang derives from a draft config; BadInput naming the key if one is missing."""
+    h = _int_key(config, "hidden_size", where, "the draft's hidden size")
+    nh = _int_key(config, "num_attention_heads", where, "the number of attention heads")
+    nkv = _int_key(config, "num_key_value_heads", where, "the number of KV heads") if "num_key_value_heads" in config else nh
+    hd = _int_key(config, "head_dim", where, "the head size") if config.get("head_dim") is not None else h // nh
+    inter_key = "intermediate_size_mlp" if config.get("model_type") == "llama4_text" else "intermediate_size"
+    i = _int_key(config, inter_key, where, "the MLP width")
+    v = _int_key(config, "vocab_size", where, "the target vocabulary size")
+    dv = config.get("draft_vocab_size")
+    if dv is not None:
+        dv = _int_key(config, "draft_vocab_size", where, "the draft vocabulary size")
+    return DraftSizes(h, nh, nkv, hd, i, v, dv, bool(config.get("bias", False)), bool(config.get("tie_word_embeddings", False)))
+
+
+def expected_tensors(config: dict, *, target_hidden_size: int | None = None, num_aux: int = 3) -> dict[str, tuple[int, ...]]:
+    """Name -> shape for every tensor SGLang's llama_eagle3 loads (embed_tokens is optional)."""
+    s = draft_sizes(config)
+    ht = target_hidden_size or config.get("target_hidden_size") or s.hidden
+    h = s.hidden
+    exp: dict[str, tuple[int, ...]] = {
+        "fc.weight": (h, num_aux * ht),
+        "midlayer.self_attn.q_proj.weight": (s.heads * s.head_dim, 2 * h),
+        "midlayer.self_attn.k_proj.weight": (s.kv_heads * s.head_dim, 2 * h),
+        "midlayer.self_attn.v_proj.weight": (s.kv_heads * s.head_dim, 2 * h),
+        "midlayer.self_attn.o_proj.weight": (h, s.heads * s.head_dim),
+        "midlayer.mlp.gate_proj.weight": (s.intermediate, h),
+        "midlayer.mlp.up_proj.weight": (s.intermediate, h),
+        "midlayer.mlp.down_proj.weight": (h, s.intermediate),
+        "midlayer.input_layernorm.weight": (h,),
+        "midlayer.hidden_norm.weight": (h,),
+        "midlayer.post_attention_layernorm.weight": (h,),
+        "norm.weight": (h,),
+    }
+    if s.bias:
+        exp["fc.bias"] = (h,)
+    if not s.tie and s.draft_vocab is not None:
+        exp["lm_head.weight"] = (s.draft_vocab, h)
+    if s.draft_vocab is not None:
+        exp["d2t"] = (s.draft_vocab,)
+    return exp
+
+
+OPTIONAL: dict[str, str] = {
+    "embed_tokens.weight": "replaced by the target's embedding in SGLang",
+    "t2d": "ignored by SGLang",
+}
+# tensors SGLang's llama draft has no parameter for: training-side norms
+_IGNORED_NORM_PREFIXES = ("input_norm.", "fc_norm.", "aux_norm")
+
+
+def _canonical(name: str) -> str:
+    return name[len("model."):] if name.startswith("model.") else name
+
+
+def _shape_message(name: str, got: tuple[int, ...], want: tuple[int, ...], h: int) -> str:
+    base = name.rsplit(".", 2)[-2] if name.count(".") >= 2 else name
+    if base in ("q_proj", "k_proj", "v_proj") and len(got) == 2 and got[1] != want[1]:
+        return (f"{name} is {list(got)} but SGLang expects {list(want)}: the attention input is the "
+                f"concatenation of the normed embedding and the normed hidden state, 2 x {h} = {2 * h}, "
+                f"but this tensor takes {got[1]}")
+    return f"{name} is {list(got)} but SGLang's llama_eagle3 expects {list(want)} from the draft config's sizes"
+
+
+def check_tensors(
+    config: dict,
+    tensors: dict[str, TensorInfo],
+    *,
+    target_hidden_size: int | None = None,
+    num_aux: int = 3,
+    d2t_values: Sequence[int] | None = None,
+) -> list[CheckpointIssue]:
+    """Every way `tensors` differ from what SGLang loads for `config`, in words.
+
+    `d2t_values` enables the d2t range check; when omitted and the d2t tensor's file is on this
+    machine, its values are read from there.
+    """
+    s = draft_sizes(config)
+    exp = expected_tensors(config, target_hidden_size=target_hidden_size, num_aux=num_aux)
+    ht = target_hidden_size or config.get("target_hidden_size") or s.hidden
+    issues: list[CheckpointIssue] = []
+    present = {_canonical(n): n for n in tensors}
+    for cname, name in sorted(present.items()):
+        info = tensors[name]
+        if cname in exp:
+            want = exp[cname]
+            if cname == "fc.weight" and len(info.shape) == 2 and info.shape[0] == want[0] and info.shape[1] != want[1]:
+                width = info.shape[1]
+                fits = f" (it fits {width // ht} aux states)" if width % ht == 0 else ""
+                issues.append(CheckpointIssue("fc-width", name, (
+                    f"fc.weight takes {width} inputs but the draft is fed {num_aux} aux states x target hidden "
+                    f"{ht} = {num_aux * ht}{fits}")))
+            elif info.shape != want:
+                issues.append(CheckpointIssue("shape", name, _shape_message(name, info.shape, want, s.hidden)))
+            continue
+        if cname in OPTIONAL:
+            continue
+        if cname.startswith(_IGNORED_NORM_PREFIXES):
+            flag = "norm_before_fc" if cname.startswith("input_norm.") else "fc_norm"
+            issues.append(CheckpointIssue("ignored-norm", name, (
+                f"{name} ({flag}) is a norm SGLang's llama_eagle3 does not apply: the draft was trained "
+                f"with it, SGLang feeds fc un-normed inputs")))
+            continue
+        if cname.startswith("layers.0.") and "midlayer." + cname[len("layers.0."):] in exp:
+            issues.append(CheckpointIssue("unknown", name, (
+                f"{name} is speculators/vLLM naming that SGLang's llama_eagle3 loader skips silently "
+                f"(it loads midlayer.{cname[len('layers.0.'):]}), leaving that weight random")))
+            continue
+        issues.append(CheckpointIssue("unknown", name, (
+            f"{name} is not a parameter of SGLang's llama_eagle3: the loader skips it silently")))
+    for cname in exp:
+        if cname in present:
+            continue
+        if cname == "d2t":
+            msg = (f"d2t is missing: with a draft vocabulary of {s.draft_vocab} (target {s.vocab}) SGLang would "
+                   f"read draft ids as target ids")
+            if s.draft_vocab == s.vocab:
+                continue
+        else:
+            alt = "layers.0." + cname[len("midlayer."):] if cname.startswith("midlayer.") else None
+            if alt and (alt in present):
+                msg = f"{cname} is missing (the checkpoint has {alt} instead, which SGLang does not load)"
+            else:
+                msg = f"{cname} is missing: SGLang leaves it at its random initial value"
+        issues.append(CheckpointIssue("missing", cname, msg))
+    for key, flag in (("norm_before_fc", "input_norm"), ("fc_norm", "fc_norm")):
+        if config.get(key) and not any(c.startswith(flag + ".") for c in present):
+            issues.append(CheckpointIssue("ignored-norm", f"config:{key}", (
+                f"the draft config sets {key}, which SGLang's llama_eagle3 ignores")))
+    if config.get("norm_before_residual"):
+        issues.append(CheckpointIssue("ignored-norm", "config:norm_before_residual", (
+            "the draft config sets norm_before_residual, which SGLang's llama_eagle3 ignores "
+            "(it always adds the residual before hidden_norm)")))
+    d2t_name = present.get("d2t")
+    if d2t_name is not None and "d2t" in exp:
+        issues.extend(_check_d2t(tensors[d2t_name], s, d2t_values))
+    return issues
+
+
+def _check_d2t(info: TensorInfo, s: DraftSizes, values: Sequence[int] | None) -> list[CheckpointIssue]:
+    if info.dtype not in ("I64", "I32", "I16", "I8", "U8"):
+        return [CheckpointIssue("d2t-range", "d2t", f"d2t is {info.dtype}; SGLang adds it to draft ids, so it must be an integer tensor")]
+    if values is None:
+        if not os.path.exists(info.file):
+            return []
+        values = read_int_tensor(info)
+    bad = [(i, i + v) for i, v in enumerate(values) if not 0 <= i + v < s.vocab]
+    if bad:
+        i, t = bad[0]
+        return [CheckpointIssue("d2t-range", "d2t", (
+            f"d2t maps {len(bad)} draft ids outside the target vocabulary 0..{s.vocab - 1} "
+            f"(draft id {i} -> {t}); d2t holds offsets: target id = draft id + d2t[draft id]"))]
+    targets = [i + v for i, v in enumerate(values)]
+    if any(b <= a for a, b in itertools.pairwise(targets)):
+        dup = len(targets) - len(set(targets))
+        return [CheckpointIssue("d2t-range", "d2t", (
+            f"d2t does not map draft ids to ascending target ids ({dup} duplicates); it may hold absolute "
+            f"target ids instead of offsets"))]
+    return []
+
+
+def summarize(issues: Sequence[CheckpointIssue]) -> list[str]:
+    """One line per kind of problem: twelve `layers.0.*` tensors become one sentence."""
+    lines: list[str] = []
+    renamed = [i for i in issues if i.kind == "unknown" and _canonical(i.tensor).startswith("layers.0.")
+               and "speculators/vLLM naming" in i.message]
+    if renamed:
+        lines.append(f"{len(renamed)} tensors named layers.0.* (speculators/vLLM naming) are skipped silently by "
+                     f"SGLang's llama_eagle3, which loads midlayer.*: rename layers.0. to midlayer.")
+    for i in issues:
+        if i in renamed:
+            continue
+        if i.kind == "missing" and i.tensor.startswith("midlayer.") and renamed:
+            continue
+        lines.append(i.message)
+    return lines
