@@ -1,0 +1,574 @@
+"""SGLang server log lines as typed events.
+
+One parser for every log the tool reads (live tail, replay, tests). The scheduler's stat lines
+changed shape many times (research/sglang.md §1): `Decode batch.` / `Decode batch,` /
+`Decode batch [N],`, optional and reordered keys, a trailing `, ` or not, rank tags in the prefix,
+and wrappers added by Ray, Kubernetes or a custom Python logging config. So stat lines are found by
+their header anywhere in the line and then read as order-agnostic `key: value` pairs split on `, `;
+known keys become typed fields and every other key is kept in `extra`.
+
+`parse_line` is pure and never raises: garbage gives `Other`. `LogReader` adds the one piece of
+state a single line cannot carry: the traceback printed after a failure line belongs to it.
+
+Timestamps: SGLang prints local wall-clock time without a zone. We convert it as if it were UTC, so
+`timestamp` is "seconds since the epoch of the printed clock": differences and ordering are right,
+the absolute value is off by the host's UTC offset.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = [
+    "DecodeStats",
+    "Failure",
+    "HttpAccess",
+    "LogEvent",
+    "LogReader",
+    "Other",
+    "PrefillStats",
+    "ServerArgs",
+    "ServerReady",
+    "ServerWarning",
+    "parse_line",
+    "parse_timestamp",
+    "split_prefix",
+]
+
+# Lines longer than this are not log records we understand; they become `Other` unread, so a
+# 1 MB line of garbage costs one length check.
+MAX_LINE = 16_384
+# A traceback longer than this keeps its first and last lines only (memory stays bounded).
+MAX_TRACEBACK_HEAD = 8
+MAX_TRACEBACK_TAIL = 56
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeStats:
+    """One `Decode batch` line: stats averaged over the last `decode_log_interval` iterations."""
+
+    timestamp: float | None
+    ranks: dict[str, int]
+    running_req: int | None
+    queue_req: int | None
+    token_usage: float | None
+    accept_len: float | None
+    accept_rate: float | None
+    gen_throughput: float | None
+    graph: bool | None
+    extra: dict[str, str]
+    line: str
+    num_token: int | None = None  # `#token`
+    iteration: int | None = None  # the `[N]` forward counter (0.5.4, or SGLANG_LOG_FORWARD_ITERS)
+    graph_backend: str | None = None  # "cuda graph", "npu graph", "cpu graph", "musa graph"
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillStats:
+    """One `Prefill batch` line. Prefill lines never carry speculative fields."""
+
+    timestamp: float | None
+    ranks: dict[str, int]
+    new_seq: int | None
+    new_token: int | None
+    cached_token: int | None
+    token_usage: float | None
+    running_req: int | None
+    queue_req: int | None
+    extra: dict[str, str]
+    line: str
+    iteration: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReady:
+    """"The server is fired up and ready to roll!": warmup passed, requests are served."""
+
+    timestamp: float | None
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgs:
+    """The `server_args=ServerArgs(...)` line printed once when a server process starts.
+
+    `args` holds the verbatim `name=value` texts of the speculative fields and a few others
+    (strings: the repr SGLang printed, e.g. "3", "None", "'EAGLE3'").
+    """
+
+    timestamp: float | None
+    args: dict[str, str]
+    line: str
+
+    def get_int(self, name: str) -> int | None:
+        """An integer argument, or None when absent or `None`."""
+        try:
+            return int(self.args.get(name, ""))
+        except ValueError:
+            return None
+
+    def get_str(self, name: str) -> str | None:
+        """A string argument without its quotes, or None when absent or `None`."""
+        value = self.args.get(name)
+        if value is None or value == "None":
+            return None
+        return value.strip("'\"")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A crash or fatal error, with the traceback lines that followed it (when read by LogReader).
+
+    `kind` is one of: scheduler-exception, sigquit, init-failed, health-check, cuda-error, oom,
+    segfault, traceback (a bare traceback with no failure line before it).
+    """
+
+    timestamp: float | None
+    kind: str
+    message: str
+    traceback: tuple[str, ...]
+    line: str
+
+    @property
+    def last_line(self) -> str:
+        """The line that says what went wrong: the traceback's last non-blank line, else the message."""
+        for text in reversed(self.traceback):
+            if text.strip():
+                return text.strip()
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWarning:
+    """A warning the server printed (SGLang's own warnings carry no level, so known texts count too)."""
+
+    timestamp: float | None
+    message: str
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAccess:
+    """A uvicorn access line: `INFO:     127.0.0.1:40052 - "POST /generate HTTP/1.1" 200 OK`."""
+
+    timestamp: float | None
+    client: str
+    method: str
+    path: str
+    status: int
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """Anything else (kept so a log view can show it)."""
+
+    line: str
+
+
+LogEvent = DecodeStats | PrefillStats | ServerReady | ServerArgs | Failure | ServerWarning | HttpAccess | Other
+
+# --- prefixes and timestamps -------------------------------------------------------------------
+
+# SGLang's own prefix: `[%(asctime)s{.msecs}{ DP0}{ PP0}{ TP0}{ EP0}] `.
+_SGLANG_PREFIX = re.compile(
+    r"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
+)
+# Any other date-time (Python logging `2025-12-04 20:35:53[,659]`, ISO `2025-12-18T16:24:02+08:00`).
+_ANY_DATETIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
+# Wrappers other loggers put in front of a line: Ray actors and `kubectl logs --prefix`-style pods.
+_WRAPPER = re.compile(r"(?:\([^()]*pid=\d+[^()]*\) |\[\d{4}-\d\d-\d\dT[^\]]*\] \S+ >> )")
+_PYLOG_HEAD = re.compile(
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\s*(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?)?\s*"
+    r"(?:\d+\s+)?(?:\[[^\]]*\]\s*)?(?:[\w.]+:\s+)?"
+)
+_UVICORN_LEVEL = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+_day_cache: dict[str, int] = {}
+
+
+def _epoch(day: str, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
+    """Seconds since the epoch of a printed date and time, read as UTC; None if it is no date."""
+    base = _day_cache.get(day)
+    if base is None:
+        try:
+            y, mo, d = int(day[0:4]), int(day[5:7]), int(day[8:10])
+            if not (1 <= mo <= 12 and 1 <= d <= 31):
+                return None
+            base = calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0))
+        except (ValueError, OverflowError):
+            return None
+        if len(_day_cache) > 4096:
+            _day_cache.clear()
+        _day_cache[day] = base
+    h, m, s = int(hh), int(mm), int(ss)
+    if h > 23 or m > 59 or s > 60:
+        return None
+    t = float(base + h * 3600 + m * 60 + s)
+    if frac:
+        t += int(frac) / (10 ** len(frac))
+    return t
+
+
+def parse_timestamp(text: str) -> float | None:
+    """The first date-time in `text` (e.g. `2025-07-18T15:32:52.498932`) as epoch seconds, or None."""
+    m = _ANY_DATETIME.search(text)
+    if m is None:
+        return None
+    return _epoch(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5))
+
+
+def _ranks(tags: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in _RANK.finditer(tags)} if tags else {}
+
+
+def split_prefix(text: str, end: int | None = None) -> tuple[float | None, dict[str, int], int]:
+    """Timestamp, rank tags and the offset where the message starts, for `text[:end]`.
+
+    The last SGLang `[date time RANKS]` bracket before `end` wins (wrappers may add their own
+    timestamps in front); without one, a Python-logging style date-time at the start is used.
+    """
+    if end is None:
+        end = len(text)
+    last = None
+    for m in _SGLANG_PREFIX.finditer(text, 0, end):
+        last = m
+    if last is not None:
+        ts = _epoch(last.group(1), last.group(2), last.group(3), last.group(4), last.group(5))
+        return ts, _ranks(last.group(6)), last.end()
+    pos = _strip_wrappers(text)
+    m2 = _ANY_DATETIME.match(text, pos)
+    if m2 is not None and m2.start() < end:
+        ts = _epoch(m2.group(1), m2.group(2), m2.group(3), m2.group(4), m2.group(5))
+        head = _PYLOG_HEAD.match(text, pos)
+        start = head.end() if head is not None else m2.end()
+        return ts, {}, min(start, end)
+    return None, {}, pos
+
+
+def _strip_wrappers(text: str) -> int:
+    pos = 0
+    while True:
+        m = _WRAPPER.match(text, pos)
+        if m is None:
+            return pos
+        pos = m.end()
+
+
+# --- stat lines --------------------------------------------------------------------------------
+
+_STATS_HEADER = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ?")
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _bool(value: str | None) -> bool | None:
+    if value == "True":
+        return True
+    if value == "False":
+        return False
+    return None
+
+
+def _pairs(body: str) -> dict[str, str]:
+    """`key: value, key: value, ` → dict; pieces without `: ` are kept under their own text."""
+    out: dict[str, str] = {}
+    for piece in body.rstrip().rstrip(",").split(", "):
+        piece = piece.strip()
+        if not piece:
+            continue
+        key, sep, value = piece.partition(": ")
+        if not sep:
+            key, sep, value = piece.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+_GRAPH_KEYS = ("cuda graph", "npu graph", "cpu graph", "musa graph")
+_DECODE_TYPED = frozenset(
+    (
+        "#running-req",
+        "#queue-req",
+        "token usage",
+        "accept len",
+        "accept rate",
+        "gen throughput (token/s)",
+        "#token",
+        *_GRAPH_KEYS,
+    )
+)
+_PREFILL_TYPED = frozenset(
+    ("#new-seq", "#new-token", "#cached-token", "token usage", "#running-req", "#queue-req")
+)
+# Hybrid models (SWA / Mamba / HiSparse) print no plain `token usage`; the full-attention pool's
+# usage stands in for it (the raw keys stay in `extra`).
+_USAGE_FALLBACKS = ("full token usage", "gpu token usage")
+
+
+def _stats(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
+    ts, ranks, _ = split_prefix(text, m.start())
+    kv = _pairs(text[m.end() :])
+    if ts is None and "timestamp" in kv:
+        ts = parse_timestamp(kv["timestamp"])
+    iteration = _int(m.group(2))
+    usage = _float(kv.get("token usage"))
+    if usage is None:
+        for key in _USAGE_FALLBACKS:
+            usage = _float(kv.get(key))
+            if usage is not None:
+                break
+    if m.group(1) == "Decode":
+        backend = next((k for k in _GRAPH_KEYS if k in kv), None)
+        typed = {
+            "running_req": _int(kv.get("#running-req")),
+            "queue_req": _int(kv.get("#queue-req")),
+            "accept_len": _float(kv.get("accept len")),
+            "accept_rate": _float(kv.get("accept rate")),
+            "gen_throughput": _float(kv.get("gen throughput (token/s)")),
+            "num_token": _int(kv.get("#token")),
+        }
+        extra = _extra(kv, _DECODE_TYPED, typed, {
+            "#running-req": "running_req",
+            "#queue-req": "queue_req",
+            "accept len": "accept_len",
+            "accept rate": "accept_rate",
+            "gen throughput (token/s)": "gen_throughput",
+            "#token": "num_token",
+        })
+        graph = _bool(kv.get(backend)) if backend else None
+        if backend and graph is None:
+            extra[backend] = kv[backend]
+        if "token usage" in kv and _float(kv["token usage"]) is None:
+            extra["token usage"] = kv["token usage"]
+        return DecodeStats(
+            timestamp=ts,
+            ranks=ranks,
+            token_usage=usage,
+            graph=graph,
+            extra=extra,
+            line=text,
+            iteration=iteration,
+            graph_backend=backend,
+            **typed,
+        )
+    typed = {
+        "new_seq": _int(kv.get("#new-seq")),
+        "new_token": _int(kv.get("#new-token")),
+        "cached_token": _int(kv.get("#cached-token")),
+        "running_req": _int(kv.get("#running-req")),
+        "queue_req": _int(kv.get("#queue-req")),
+    }
+    extra = _extra(kv, _PREFILL_TYPED, typed, {
+        "#new-seq": "new_seq",
+        "#new-token": "new_token",
+        "#cached-token": "cached_token",
+        "#running-req": "running_req",
+        "#queue-req": "queue_req",
+    })
+    if "token usage" in kv and _float(kv["token usage"]) is None:
+        extra["token usage"] = kv["token usage"]
+    return PrefillStats(
+        timestamp=ts, ranks=ranks, token_usage=usage, extra=extra, line=text, iteration=iteration, **typed
+    )
+
+
+def _extra(
+    kv: dict[str, str], typed_keys: frozenset[str], typed: dict[str, object], names: dict[str, str]
+) -> dict[str, str]:
+    """Unknown keys, plus known keys whose value did not parse (so nothing printed is lost)."""
+    extra = {k: v for k, v in kv.items() if k not in typed_keys}
+    for key, attr in names.items():
+        if key in kv and typed[attr] is None:
+            extra[key] = kv[key]
+    return extra
+
+
+# --- other events ------------------------------------------------------------------------------
+
+_READY = "The server is fired up and ready to roll!"
+# (needle, kind), first match wins: the specific SGLang failure lines before the generic ones.
+_FAILURES: tuple[tuple[str, str], ...] = (
+    ("Scheduler hit an exception", "scheduler-exception"),
+    ("Received sigquit from a child process", "sigquit"),
+    ("Initialization failed", "init-failed"),
+    ("Health check failed", "health-check"),
+    ("illegal memory access", "cuda-error"),
+    ("CUDA error", "cuda-error"),
+    ("out of memory", "oom"),
+    ("OutOfMemoryError", "oom"),
+    ("Segmentation fault", "segfault"),
+    ("SIGSEGV", "segfault"),
+    ("Fatal Python error", "segfault"),
+    ("Traceback (most recent call last)", "traceback"),
+)
+# SGLang's `logger.warning(...)` lines carry no level in its default format, so the speculative
+# decoding warnings of research/sglang.md §1.9 are recognised by their text.
+_WARNING_TEXTS: tuple[str, ...] = (
+    "is adjusted to",
+    "is reset to",
+    "is disabled because",
+    "Beta spec is enabled",
+    "Speculative token map specified",
+    "has been removed",
+    "spec v2 is used",
+    "deprecated",
+)
+_WARNING_LEVEL = re.compile(r"(?:\bWARNING\b|\bWARN\b|\w*Warning:)")
+_ACCESS = re.compile(r"(\S+) - \"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
+_SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
+_ARG = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
+
+
+def _message(text: str, end: int | None = None) -> tuple[float | None, str]:
+    ts, _, start = split_prefix(text, end)
+    msg = text[start:]
+    lvl = _UVICORN_LEVEL.match(msg)
+    if lvl is not None:
+        msg = msg[lvl.end() :]
+    return ts, msg.strip()
+
+
+def _server_args(text: str, m: re.Match[str]) -> ServerArgs:
+    ts, _, _ = split_prefix(text, m.start())
+    args: dict[str, str] = {}
+    for a in _ARG.finditer(text, m.end()):
+        if a.group(1) not in args:
+            args[a.group(1)] = a.group(2).strip()
+    return ServerArgs(timestamp=ts, args=args, line=text)
+
+
+def parse_line(text: str) -> LogEvent:
+    """One log line (with or without its newline) → an event. Never raises."""
+    try:
+        return _parse(text)
+    except Exception:  # a parser bug must not stop a tail; the line is still shown
+        return Other(line=text if isinstance(text, str) else repr(text))
+
+
+def _parse(text: str) -> LogEvent:
+    text = text.rstrip("\r\n")
+    if len(text) > MAX_LINE or "\x00" in text:
+        return Other(line=text)
+    m = _STATS_HEADER.search(text)
+    if m is not None:
+        return _stats(text, m)
+    if _READY in text:
+        ts, _ = _message(text)
+        return ServerReady(timestamp=ts, line=text)
+    sa = _SERVER_ARGS.search(text)
+    if sa is not None:
+        return _server_args(text, sa)
+    for needle, kind in _FAILURES:
+        if needle in text:
+            ts, msg = _message(text)
+            return Failure(timestamp=ts, kind=kind, message=msg, traceback=(), line=text)
+    a = _ACCESS.search(text)
+    if a is not None:
+        ts, _ = _message(text, a.start())
+        return HttpAccess(
+            timestamp=ts, client=a.group(1), method=a.group(2), path=a.group(3), status=int(a.group(4)), line=text
+        )
+    if _WARNING_LEVEL.search(text) or any(w in text for w in _WARNING_TEXTS):
+        ts, msg = _message(text)
+        return ServerWarning(timestamp=ts, message=msg, line=text)
+    return Other(line=text)
+
+
+# --- the stateful reader -----------------------------------------------------------------------
+
+_RECORD_START = re.compile(
+    r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):)"
+)
+
+
+def _is_record_start(text: str) -> bool:
+    """Does this line begin a new log record (as opposed to continuing a traceback)?"""
+    return _RECORD_START.match(text, _strip_wrappers(text)) is not None
+
+
+class LogReader:
+    """Reads a log line by line and groups the traceback after a failure line into that `Failure`.
+
+    A failure is held back until the next line that starts a new record (a timestamped line), so
+    `feed` may return nothing for a failure line and the failure later. Call `flush()` at the end
+    of input, or when a live stream goes quiet, to get a pending failure. Continuation lines (the
+    traceback) are absorbed into the failure and not returned on their own.
+    """
+
+    def __init__(self) -> None:
+        self._pending: Failure | None = None
+        self._head: list[str] = []
+        self._tail: deque[str] = deque(maxlen=MAX_TRACEBACK_TAIL)
+        self._dropped = 0
+
+    @property
+    def pending(self) -> Failure | None:
+        """The failure whose traceback is still being read, if any."""
+        return self._pending
+
+    def feed(self, line: str) -> list[LogEvent]:
+        """One line (with or without its newline) → the events it completes (possibly none)."""
+        text = line.rstrip("\r\n")
+        if self._pending is not None:
+            if len(text) > MAX_LINE or not _is_record_start(text):
+                self._absorb(text)
+                return []
+            out = self.flush()
+        else:
+            out = []
+        event = parse_line(text)
+        if isinstance(event, Failure):
+            self._pending = event
+            return out
+        out.append(event)
+        return out
+
+    def flush(self) -> list[LogEvent]:
+        """The pending failure, with its traceback, if any."""
+        if self._pending is None:
+            return []
+        lines = list(self._head)
+        if self._dropped:
+            lines.append(f"... {self._dropped} traceback lines left out ...")
+        lines.extend(self._tail)
+        p = self._pending
+        message = p.message
+        if p.kind == "traceback":
+            message = next((t.strip() for t in reversed(lines) if t.strip()), p.message)
+        event = Failure(timestamp=p.timestamp, kind=p.kind, message=message, traceback=tuple(lines), line=p.line)
+        self._pending = None
+        self._head = []
+        self._tail = deque(maxlen=MAX_TRACEBACK_TAIL)
+        self._dropped = 0
+        return [event]
+
+    def _absorb(self, text: str) -> None:
+        text = text[_strip_wrappers(text) :]
+        if len(text) > MAX_LINE:
+            text = text[:200] + " ..."
+        if len(self._head) < MAX_TRACEBACK_HEAD:
+            self._head.append(text)
+            return
+        if len(self._tail) == self._tail.maxlen:
+            self._dropped += 1
+        self._tail.append(text)

@@ -1,0 +1,132 @@
+"""Bounded time series: a fixed-capacity ring per metric and a min/mean/max downsampler.
+
+Nothing here grows with the log: a ring holds the last `capacity` points and overwrites the
+oldest. Charts ask for about twice their width in buckets (research/perf_anchors.md: plotext cost
+follows the number of points drawn).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Bucket", "Ring"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """The points of one time slice: mean time `t`, and the min / mean / max value."""
+
+    t: float
+    lo: float
+    mean: float
+    hi: float
+    count: int = 1
+
+
+class Ring:
+    """The last `capacity` (time, value) points of one metric, oldest first."""
+
+    __slots__ = ("_cap", "_n", "_start", "_t", "_v")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("Ring capacity must be at least 1")
+        self._cap = int(capacity)
+        self._t = array("d", bytes(8 * self._cap))
+        self._v = array("d", bytes(8 * self._cap))
+        self._start = 0  # index of the oldest point
+        self._n = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._cap
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        return zip(self.times(), self.values(), strict=True)
+
+    def append(self, t: float, v: float) -> None:
+        """Add a point; the oldest one goes when the ring is full."""
+        if self._n < self._cap:
+            i = (self._start + self._n) % self._cap
+            self._n += 1
+        else:
+            i = self._start
+            self._start = (self._start + 1) % self._cap
+        self._t[i] = float(t)
+        self._v[i] = float(v)
+
+    def clear(self) -> None:
+        self._start = 0
+        self._n = 0
+
+    def last(self) -> tuple[float, float] | None:
+        """The newest (time, value), or None when empty."""
+        if self._n == 0:
+            return None
+        i = (self._start + self._n - 1) % self._cap
+        return self._t[i], self._v[i]
+
+    def _ordered(self, arr: array) -> list[float]:
+        end = self._start + self._n
+        if end <= self._cap:
+            return arr[self._start : end].tolist()
+        return arr[self._start :].tolist() + arr[: end - self._cap].tolist()
+
+    def times(self) -> list[float]:
+        """Times, oldest first."""
+        return self._ordered(self._t)
+
+    def values(self) -> list[float]:
+        """Values, oldest first."""
+        return self._ordered(self._v)
+
+    def window(self, t0: float | None = None, t1: float | None = None) -> list[tuple[float, float]]:
+        """The points with t0 <= t <= t1 (either bound may be open)."""
+        lo = -math.inf if t0 is None else t0
+        hi = math.inf if t1 is None else t1
+        return [(t, v) for t, v in zip(self.times(), self.values(), strict=True) if lo <= t <= hi]
+
+    def downsample(self, n: int, t0: float | None = None, t1: float | None = None) -> list[Bucket]:
+        """At most `n` buckets of equal time span over [t0, t1] (default: the points' own span).
+
+        Empty slices give no bucket, so a gap in the data stays a gap in the chart. Points that
+        fit one per bucket are returned as they are (lo == mean == hi).
+        """
+        pts = self.window(t0, t1)
+        if not pts or n < 1:
+            return []
+        start = pts[0][0] if t0 is None else t0
+        stop = pts[-1][0] if t1 is None else t1
+        if len(pts) <= n:
+            return [Bucket(t, v, v, v, 1) for t, v in pts]
+        span = stop - start
+        if span <= 0:
+            vals = [v for _, v in pts]
+            return [Bucket(start, min(vals), sum(vals) / len(vals), max(vals), len(vals))]
+        width = span / n
+        out: list[Bucket] = []
+        cur = -1
+        ts = lo = hi = total = 0.0
+        count = 0
+        for t, v in pts:
+            k = min(int((t - start) / width), n - 1)
+            if k != cur:
+                if count:
+                    out.append(Bucket(ts / count, lo, total / count, hi, count))
+                cur, ts, lo, hi, total, count = k, 0.0, v, v, 0.0, 0
+            ts += t
+            total += v
+            count += 1
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+        if count:
+            out.append(Bucket(ts / count, lo, total / count, hi, count))
+        return out
