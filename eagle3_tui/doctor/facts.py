@@ -1,0 +1,86 @@
+"""Everything the doctor may know about one deployment. Every fact is optional: a rule that lacks
+what it needs stays silent rather than guessing, so the doctor works with whatever was gathered
+(a launch command alone, a draft config alone, a live log, ...).
+
+The session fills this from the host (process table, files, `/server_info`, the log); tests build
+it by hand. Paths are the host's paths, kept only to name the evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
+    from eagle3_tui.eagle.draft_config import DraftConfig
+    from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
+
+
+@dataclass
+class Facts:
+    # --- launch -------------------------------------------------------------------------------
+    launch: LaunchArgs | None = None
+    """The server's launch command, parsed."""
+    launch_source: str = "launch command"
+    """Where the command came from, for the evidence (e.g. "process 4242" or "profile")."""
+    effective: EffectiveSpec | None = None
+    """SGLang's effective spec values; computed from `launch` (and `target_arch`) when None."""
+    server_args: dict[str, Any] | None = None
+    """`/server_info` top level (the effective server args as the server reports them)."""
+
+    # --- draft --------------------------------------------------------------------------------
+    draft_config: DraftConfig | None = None
+    draft_config_path: str | None = None
+
+    # --- target -------------------------------------------------------------------------------
+    target_num_layers: int | None = None
+    target_hidden_size: int | None = None
+    target_arch: str | None = None
+    target_rope_theta: float | None = None
+    target_config_path: str | None = None
+
+    # --- checkpoint ---------------------------------------------------------------------------
+    checkpoint_path: str | None = None
+    checkpoint_tensors: dict[str, TensorInfo] | None = None
+    """The safetensors header (name -> dtype/shape/file), no tensor data."""
+    checkpoint_issues: list[CheckpointIssue] | None = None
+    """`eagle.checkpoint.check_tensors` output; computed from the tensors when None."""
+
+    # --- the server's model file --------------------------------------------------------------
+    embed_capture_supported: bool | None = None
+    """Whether the server's model file captures the embedding for layer id -1 (the seeds' patch)."""
+    embed_capture_evidence: str | None = None
+    """What showed it, e.g. "/root/sglang/.../deepseek_v2.py has no capture_embedding_for_eagle3"."""
+
+    # --- training data ------------------------------------------------------------------------
+    data_slot_boundaries: tuple[int, ...] | None = None
+    """Boundaries of the hidden-state slots in the training data, e.g. (0, 3, 31, 59)."""
+    training_convention: str | None = None
+    """Which slots the trainer fed fc, as a Python slice over the slots (speculators: "[:-1]")."""
+    data_source: str | None = None
+    """The data glob or file the slots describe, for the evidence."""
+
+    # --- what is served -----------------------------------------------------------------------
+    served_boundaries: tuple[int, ...] | None = None
+    """Boundaries the server feeds the draft; derived from the draft config when None."""
+
+    # --- live ---------------------------------------------------------------------------------
+    live_accept_len: float | None = None
+    """Mean accept length from the log over the recent window."""
+    live_gen_tps: float | None = None
+    """Mean generation tok/s from the log (or a benchmark) with speculation on."""
+    live_source: str = "server log"
+    baseline_tps: float | None = None
+    """tok/s of the same server without speculation (profile or a baseline benchmark)."""
+    predicted_accept_len: float | None = None
+    """Accept length the offline check predicts for the served wiring and these flags."""
+    predicted_source: str = "accuracy check"
+    server_info_accept_len: float | None = None
+    """`/server_info` internal_states[0].avg_spec_accept_length (lifetime average)."""
+    log_has_accept_stats: bool | None = None
+    """Whether any decode line of the log carried `accept len`."""
+    log_decode_lines: int | None = None
+    log_warnings: tuple[str, ...] = field(default_factory=tuple)
+    """Warning messages SGLang logged (e.g. the topk-1 draft-token adjustment)."""
+    log_path: str | None = None
