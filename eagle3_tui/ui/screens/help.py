@@ -1,0 +1,55 @@
+"""`?` help: every key of the console, read from the live bindings so a keymap shows up."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from eagle3_tui.ui import keys
+
+
+def help_markup(keymap: dict[str, str], readonly: bool) -> str:
+    lines: list[str] = []
+    for group, entries in keys.groups():
+        lines.append(f"[b $primary]{escape(group)}[/]")
+        for b in entries:
+            key = keymap.get(b.id or "", b.key)
+            shown = ", ".join(keys.display(k) for k in key.split(","))
+            note = (
+                " [$foreground-muted](disabled: read-only)[/]"
+                if readonly and b.action in keys.CHANGING
+                else ""
+            )
+            lines.append(f"  [b]{escape(shown):<14}[/b] {escape(b.tooltip or b.description)}{note}")
+        lines.append("")
+    lines.append(
+        '[$foreground-muted]Keys can be changed per host: keymap = { binding-id = "keys" } in hosts.toml.[/]'
+    )
+    lines.append(
+        "[$foreground-muted]Binding ids: " + escape(", ".join(b.id or "" for b in keys.APP_BINDINGS)) + "[/]"
+    )
+    return "\n".join(lines)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[Any]] = [Binding("escape,q,question_mark,f1", "close", "Close", id="help-close")]
+
+    def __init__(self, keymap: dict[str, str], readonly: bool) -> None:
+        super().__init__()
+        self.keymap = keymap
+        self.readonly = readonly
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog", classes="dialog"):
+            yield Static("[b]eagle3-tui keys[/b]  (esc closes)", id="help-title")
+            with VerticalScroll():
+                yield Static(help_markup(self.keymap, self.readonly), id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

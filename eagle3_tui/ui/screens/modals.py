@@ -1,0 +1,121 @@
+"""Modal screens: the apply diff with the restart warning, and a yes/no confirmation."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Static
+
+from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_ids
+
+
+def diff_markup(diff: str) -> str:
+    """Colour a unified diff: additions good, removals bad, hunk headers muted."""
+    out = []
+    for line in diff.splitlines():
+        esc = escape(line)
+        if line.startswith(("+++", "---")):
+            out.append(f"[b]{esc}[/b]")
+        elif line.startswith("+"):
+            out.append(f"[$accept-good]{esc}[/]")
+        elif line.startswith("-"):
+            out.append(f"[$accept-bad]{esc}[/]")
+        elif line.startswith("@@"):
+            out.append(f"[$foreground-muted]{esc}[/]")
+        else:
+            out.append(esc)
+    return "\n".join(out) or "[$foreground-muted](no change to the file)[/]"
+
+
+class DiffModal(ModalScreen[bool]):
+    """Shows what applying a preset changes and that the server restarts; dismisses True to apply."""
+
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("y", "confirm", "Apply and restart", id="diff-confirm"),
+        Binding("n,escape", "cancel", "Cancel", id="diff-cancel"),
+    ]
+
+    def __init__(self, plan: Any, *, deadline_s: float | None = None) -> None:
+        super().__init__()
+        self.plan = plan
+        self.deadline_s = deadline_s
+
+    def compose(self) -> ComposeResult:
+        plan = self.plan
+        preset = plan.preset
+        with Vertical(id="diff-dialog", classes="dialog"):
+            yield Label(f"[b]Apply preset {escape(preset.name)}[/b]", id="diff-title")
+            what = (
+                f"layer ids {escape(fmt_ids(preset.layer_ids))} → boundaries {escape(fmt_boundaries(preset.boundaries))}"
+                if preset.kind == "layers"
+                else "launch flags " + escape(" ".join(f"{k} {v}" for k, v in dict(preset.flags).items()))
+            )
+            yield Static(f"{what}\nfile: {escape(str(plan.path))}", id="diff-what")
+            with VerticalScroll(id="diff-body"):
+                yield Static(diff_markup(plan.diff or ""), id="diff-text")
+            notes: list[str] = [f"[$accept-bad]✖ {escape(p)}[/]" for p in plan.problems or []]
+            notes += [f"[$accept-warn]▲ {escape(w)}[/]" for w in plan.warnings or []]
+            deadline = f" (deadline {fmt_duration(self.deadline_s)})" if self.deadline_s else ""
+            if plan.problems:
+                notes.append("[b]Cannot apply:[/b] fix the problems above first.")
+            else:
+                notes.append(
+                    f"[b $warning]Applying restarts the server{deadline}:[/] requests in flight fail, "
+                    "a timestamped backup is kept, u rolls back."
+                )
+            yield Static("\n".join(notes), id="diff-notes")
+            with Horizontal(classes="buttons"):
+                yield Button(
+                    "Apply and restart (y)", variant="warning", id="apply", disabled=bool(plan.problems)
+                )
+                yield Button("Cancel (n)", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "apply":
+            self.action_confirm()
+        else:
+            self.action_cancel()
+
+    def action_confirm(self) -> None:
+        if self.plan.problems:
+            self.app.bell()
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """A yes/no question for destructive or interrupting actions."""
+
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("y", "yes", "Yes", id="confirm-yes"),
+        Binding("n,escape", "no", "No", id="confirm-no"),
+    ]
+
+    def __init__(self, question: str, *, yes: str = "Yes") -> None:
+        super().__init__()
+        self.question = question
+        self.yes_label = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog", classes="dialog"):
+            yield Static(escape(self.question), id="confirm-question")
+            with Horizontal(classes="buttons"):
+                yield Button(f"{self.yes_label} (y)", variant="error", id="yes")
+                yield Button("No (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)

@@ -1,0 +1,1 @@
+"""The console's widgets; each renders a piece of the session's state and holds no logic."""

@@ -1,0 +1,131 @@
+"""Live charts: plotext line charts with reference lines and markers, and Sparkline strips.
+
+plotext builds cost 15-280 ms on the UI thread (research/perf_anchors.md), so a chart only
+rebuilds when its data changed, when it is on screen, and at most `max_hz` times a second; it
+always draws downsampled buckets (about two per column), never raw points.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.color import Color
+from textual.containers import Vertical
+from textual.widgets import Label, Sparkline
+from textual_plotext import PlotextPlot
+
+
+@dataclass(slots=True)
+class ChartData:
+    """What one chart draws: x (seconds relative to the newest point), y, reference lines, markers."""
+
+    xs: list[float] = field(default_factory=list)
+    ys: list[float] = field(default_factory=list)
+    references: list[tuple[float, str]] = field(default_factory=list)
+    markers: list[tuple[float, str]] = field(default_factory=list)
+    window_s: float = 300.0
+
+
+def _rgb(app: Any, var: str, fallback: str) -> tuple[int, int, int]:
+    value = app.theme_variables.get(var, fallback) if app is not None else fallback
+    try:
+        return Color.parse(value).rgb
+    except Exception:
+        return Color.parse(fallback).rgb
+
+
+class TimeChart(PlotextPlot):
+    """A line chart over a time window fed by a `source()` that returns ChartData."""
+
+    DEFAULT_CSS = "TimeChart { height: 1fr; width: 1fr; }"
+
+    def __init__(
+        self,
+        title: str,
+        source: Callable[[int], ChartData],
+        *,
+        color_var: str,
+        y_label: str,
+        max_hz: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.title = title
+        self.source = source
+        self.color_var = color_var
+        self.y_label = y_label
+        self.min_interval = 1.0 / max_hz
+        self.dirty = True
+        self.last_draw = 0.0
+        self.draws = 0  # how many times the plot was rebuilt (tests and the benchmark read it)
+        self.points_drawn = 0
+
+    def on_resize(self) -> None:
+        self.dirty = True
+
+    def maybe_redraw(self, now: float | None = None) -> bool:
+        """Rebuild the plot if dirty, visible and not rebuilt within the rate limit."""
+        now = time.monotonic() if now is None else now
+        if not self.dirty or not self.is_on_screen or now - self.last_draw < self.min_interval:
+            return False
+        self.redraw()
+        self.last_draw = now
+        return True
+
+    def redraw(self) -> None:
+        width = max(self.size.width, 20)
+        data = self.source(width * 2)
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(self.title)
+        plt.xlabel("seconds ago")
+        plt.ylabel(self.y_label)
+        ref_color = _rgb(self.app, "chart-reference", "#8b95a7")
+        marker_color = _rgb(self.app, "chart-marker", "#ffb454")
+        xmin = -data.window_s
+        plt.xlim(xmin, 0)
+        if data.xs:
+            plt.plot(data.xs, data.ys, marker="braille", color=_rgb(self.app, self.color_var, "#4ea1ff"))
+        ys = list(data.ys)
+        for y, label in data.references:
+            plt.hline(y, ref_color)
+            ys.append(y)
+            plt.text(label, x=xmin + data.window_s * 0.01, y=y, color=ref_color, alignment="left")
+        for x, label in data.markers:
+            if xmin <= x <= 0:
+                plt.vline(x, marker_color)
+                plt.text(label, x=x, y=(max(ys) if ys else 1.0), color=marker_color, alignment="left")
+        if ys:
+            lo, hi = min(ys), max(ys)
+            pad = max((hi - lo) * 0.1, 0.1)
+            plt.ylim(max(0.0, lo - pad), hi + pad)
+        self.points_drawn = len(data.xs)
+        self.draws += 1
+        self.dirty = False
+        self.refresh()
+
+
+class Strip(Vertical):
+    """One labelled Sparkline row (running requests, token usage)."""
+
+    DEFAULT_CSS = """
+    Strip { height: 2; width: 1fr; }
+    Strip > Label { height: 1; color: $foreground-muted; }
+    Strip > Sparkline { height: 1; width: 1fr; }
+    """
+
+    def __init__(self, label: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._label = label
+
+    def compose(self):  # type: ignore[override]
+        yield Label(self._label, classes="strip-label")
+        yield Sparkline([], summary_function=max)
+
+    def set_values(self, values: Sequence[float], last: str) -> None:
+        self.query_one(Label).update(f"{self._label}  {last}")
+        self.query_one(Sparkline).data = list(values)
