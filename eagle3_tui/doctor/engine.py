@@ -1,0 +1,71 @@
+"""Facts in, findings out, worst first.
+
+`diagnose` fills in the facts that follow from other facts (the effective spec from the launch
+command, checkpoint issues from the tensor header, embedding capture from the sim server's patch
+flag), runs every rule and sorts: errors, then warnings, then info; ties keep DESIGN.md's order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from eagle3_tui.doctor.facts import Facts
+from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
+from eagle3_tui.doctor.rules import RULE_IDS, RULES
+from eagle3_tui.errors import UserError
+from eagle3_tui.sglang.launch import KIND_SIM, effective
+
+SIM_PATCH_FLAG = "--sim-embed-capture-patch"
+
+
+def complete(facts: Facts) -> Facts:
+    """A copy with the derivable facts filled in (never overriding what was given)."""
+    f = dataclasses.replace(facts)
+    if f.effective is None and f.launch is not None:
+        f.effective = effective(f.launch, target_arch=f.target_arch)
+    if f.embed_capture_supported is None and f.launch is not None and f.launch.kind == KIND_SIM:
+        has = f.launch.has_flag(SIM_PATCH_FLAG)
+        f.embed_capture_supported = has
+        f.embed_capture_evidence = f"{f.launch_source}: sim server {'with' if has else 'without'} {SIM_PATCH_FLAG}"
+    if (
+        f.checkpoint_issues is None
+        and f.checkpoint_tensors is not None
+        and f.draft_config is not None
+        and f.target_hidden_size is not None
+    ):
+        from eagle3_tui.eagle.checkpoint import check_tensors
+
+        try:
+            # d2t values are not read here: the doctor does no I/O (the session passes issues it
+            # computed next to the file).
+            f.checkpoint_issues = check_tensors(
+                f.draft_config.raw,
+                f.checkpoint_tensors,
+                target_hidden_size=f.target_hidden_size,
+                num_aux=f.draft_config.num_aux,
+                d2t_values=(),
+            )
+        except UserError:
+            f.checkpoint_issues = None
+    return f
+
+
+def diagnose(facts: Facts) -> list[Finding]:
+    """Every finding for these facts, worst first."""
+    f = complete(facts)
+    found: list[Finding] = []
+    for rule_id, rule in RULES:
+        try:
+            finding = rule(f)
+        except Exception as err:  # a rule must never take the doctor down with it
+            finding = Finding(
+                rule_id,
+                "info",
+                f"the {rule_id} rule could not run on these facts",
+                [Evidence("doctor", f"{type(err).__name__}: {err}")],
+                "Report this with the facts that caused it.",
+            )
+        if finding is not None:
+            found.append(finding)
+    order = {rule_id: i for i, rule_id in enumerate(RULE_IDS)}
+    return sorted(found, key=lambda x: (severity_rank(x.severity), order.get(x.rule_id, len(order))))

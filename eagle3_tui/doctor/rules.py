@@ -1,0 +1,488 @@
+"""One small pure rule per failure mode (DESIGN.md's doctor table). Each takes the `Facts` and
+returns a `Finding` or None; a rule missing the facts it needs says nothing.
+
+Rule ids are stable: the UI, the JSON output and the tests key on them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from eagle3_tui.doctor.facts import Facts
+from eagle3_tui.doctor.findings import Evidence, Finding
+from eagle3_tui.eagle import wiring
+from eagle3_tui.sglang.launch import EffectiveSpec, effective
+
+# Rule ids, in the order of DESIGN.md's table (also the tie-break order within a severity).
+STEPS_OVERRIDE = "steps-override"
+CONFIG_KEY_IGNORED = "config-key-ignored"
+EXPLICIT_DEFAULT_SHIFT = "explicit-default-shift"
+EMBED_NEEDS_PATCH = "embed-needs-patch"
+LAYER_OUT_OF_RANGE = "layer-out-of-range"
+FC_WIDTH = "fc-width"
+UNKNOWN_WEIGHTS = "unknown-weights"
+IGNORED_NORMS = "ignored-norms"
+CHECKPOINT_SHAPES = "checkpoint-shapes"
+ROPE_THETA = "rope-theta"
+WIRING_MISMATCH = "wiring-mismatch"
+SPEC_SLOWER = "spec-slower-than-baseline"
+ONLINE_OFFLINE_GAP = "online-offline-gap"
+NO_ACCEPT_STATS = "no-accept-stats"
+
+IDS_PATH = "eagle_config.eagle_aux_hidden_state_layer_ids"
+# online-offline-gap: the live accept length realises less than this share of the extra tokens
+# the check predicts (predicted - 1), and the gap is at least GAP_MIN_TOKENS.
+GAP_SHARE = 0.6
+GAP_MIN_TOKENS = 0.25
+
+
+def _b(boundaries: Sequence[int] | None) -> str:
+    return wiring.format_boundaries(boundaries)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return "[" + ", ".join(str(i) for i in ids) + "]"
+
+
+def _config_source(f: Facts) -> str:
+    return f.draft_config_path or "draft config"
+
+
+def _spec(f: Facts) -> EffectiveSpec | None:
+    if f.effective is not None:
+        return f.effective
+    if f.launch is not None:
+        return effective(f.launch, target_arch=f.target_arch)
+    return None
+
+
+def speculative_on(f: Facts) -> bool | None:
+    """Whether the server speculates (None: unknown)."""
+    spec = _spec(f)
+    if spec is not None:
+        return spec.speculative
+    if f.server_args is not None:
+        return f.server_args.get("speculative_algorithm") is not None
+    return None
+
+
+def served_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
+    """(boundaries, how we know) of what the server feeds the draft."""
+    if f.served_boundaries is not None:
+        return tuple(f.served_boundaries), "reported"
+    if f.draft_config is not None and f.target_num_layers is not None:
+        ids = f.draft_config.sglang_layer_ids
+        b = f.draft_config.served_boundaries(f.target_num_layers)
+        if ids is None:
+            return b, f"SGLang's default for a {f.target_num_layers}-layer target (no {IDS_PATH})"
+        return b, f"{IDS_PATH} = {_ids(ids)}, +1 each"
+    return None
+
+
+_SLICE = re.compile(r"^\s*\[\s*(-?\d+)?\s*:\s*(-?\d+)?\s*\]\s*$")
+
+
+def trained_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
+    """(boundaries, how we know) of what the trainer fed fc, from the data's slots and convention."""
+    slots = f.data_slot_boundaries
+    if not slots:
+        return None
+    num_aux = f.draft_config.num_aux if f.draft_config is not None else 3
+    conv = f.training_convention
+    if conv is None:
+        if len(slots) == num_aux:
+            conv, how = "[:]", "all slots (as many as the fc takes)"
+        elif len(slots) == num_aux + 1:
+            conv, how = "[:-1]", "assumed speculators' [:-1] (the last slot is the verifier's)"
+        else:
+            return None
+    else:
+        how = f"training convention {conv}"
+    m = _SLICE.match(conv)
+    if m is None:
+        return None
+    lo = int(m.group(1)) if m.group(1) else None
+    hi = int(m.group(2)) if m.group(2) else None
+    chosen = tuple(slots[lo:hi])
+    return (chosen, how) if chosen else None
+
+
+# --- the rules ------------------------------------------------------------------------------------
+
+
+def steps_override(f: Facts) -> Finding | None:
+    """topk 1 with num_draft_tokens != num_steps + 1: SGLang silently drafts num_steps + 1."""
+    ev: list[Evidence] = []
+    title = ""
+    fix = ""
+    a = f.launch
+    if a is not None and a.eagle_topk == 1 and a.num_steps is not None and a.num_draft_tokens is not None:
+        if a.num_draft_tokens != a.num_steps + 1:
+            d, s = a.num_draft_tokens, a.num_steps
+            ev.append(Evidence(f.launch_source, f"--speculative-num-steps {s} --speculative-eagle-topk 1 "
+                                                f"--speculative-num-draft-tokens {d}"))
+            ev.append(Evidence("SGLang rule", f"with topk 1 the draft tokens are forced to steps + 1 = {s + 1}"))
+            title = f"--speculative-num-draft-tokens {d} is silently replaced by {s + 1} (topk 1)"
+            fix = (f"With topk 1 SGLang drafts a chain of num_steps tokens: set --speculative-num-steps {d - 1} "
+                   f"to draft {d} tokens, or --speculative-num-draft-tokens {s + 1} to say what really runs.")
+    if f.server_args is not None and ev:
+        got = f.server_args.get("speculative_num_draft_tokens")
+        if got is not None:
+            ev.append(Evidence("/server_info", f"speculative_num_draft_tokens = {got}"))
+    warned = [w for w in f.log_warnings if "adjusted to speculative_num_steps + 1" in w]
+    if warned:
+        ev.append(Evidence(f.log_path or "server log", warned[0].strip()))
+        if not title:
+            title = "SGLang replaced --speculative-num-draft-tokens by num_steps + 1 (topk 1)"
+            fix = ("With topk 1 SGLang drafts a chain of num_steps tokens: raise --speculative-num-steps "
+                   "to draft more tokens, and set --speculative-num-draft-tokens to steps + 1.")
+    if not title:
+        return None
+    return Finding(STEPS_OVERRIDE, "warning", title, ev, fix)
+
+
+def config_key_ignored(f: Facts) -> Finding | None:
+    """Layer ids where SGLang does not look (top level, or malformed under eagle_config)."""
+    c = f.draft_config
+    if c is None or c.sglang_layer_ids is not None:
+        return None
+    src = _config_source(f)
+    if c.top_level_layer_ids is None and not c.problems:
+        return None
+    ev: list[Evidence] = []
+    severity = "error"
+    fix_ids: tuple[int, ...] | None = None
+    if c.top_level_layer_ids is not None:
+        top = c.top_level_layer_ids
+        ev.append(Evidence(src, f"top-level eagle_aux_hidden_state_layer_ids = {_ids(top)} (vLLM/speculators style)"))
+        ev.append(Evidence(src, f"no {IDS_PATH}: SGLang reads only that key and falls back to its default"))
+        meant = wiring.ids_to_boundaries("vllm", top)
+        fix_ids = wiring.boundaries_to_sglang_ids(meant)
+        n = f.target_num_layers
+        if n is not None:
+            default = wiring.sglang_default_boundaries(n)
+            ev.append(Evidence("SGLang", f"serves boundaries {_b(default)} instead of {_b(meant)} (vLLM counting)"))
+            if tuple(sorted(meant)) == default:
+                severity = "info"
+    for p in c.problems:
+        ev.append(Evidence(src, p))
+    title = "the draft's layer ids are not where SGLang reads them; it serves its default layers"
+    if severity == "info":
+        title = "the draft's layer ids are top-level (ignored by SGLang), but they equal SGLang's default"
+    if fix_ids is not None:
+        fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries in SGLang's +1 counting), "
+               f"or apply a preset.")
+    else:
+        fix = f"Write the ids as a list of integers under {IDS_PATH}, or apply a preset."
+    return Finding(CONFIG_KEY_IGNORED, severity, title, ev, fix)  # type: ignore[arg-type]
+
+
+def explicit_default_shift(f: Facts) -> Finding | None:
+    """Explicit ids equal to SGLang's default boundaries: the +1 makes them capture other layers."""
+    c, n = f.draft_config, f.target_num_layers
+    if c is None or n is None or c.sglang_layer_ids is None:
+        return None
+    default = wiring.sglang_default_boundaries(n)
+    ids = c.sglang_layer_ids
+    if tuple(sorted(set(ids))) != default:
+        return None
+    got = wiring.sglang_ids_to_boundaries(ids, n)
+    want_ids = wiring.boundaries_to_sglang_ids(default)
+    ev = [
+        Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids)}"),
+        Evidence("SGLang rule", f"explicit ids are shifted by +1: boundaries {_b(got)}, "
+                                f"not the default {_b(default)} that the same numbers mean without the key"),
+        Evidence("SGLang versions", "builds with PR #25454 (2026-05) skip the +1 in some model files "
+                                    "when the first id is not 1; check the deployed model file"),
+    ]
+    return Finding(
+        EXPLICIT_DEFAULT_SHIFT,
+        "warning",
+        f"layer ids {_ids(ids)} look like SGLang's default but capture boundaries {_b(got)}",
+        ev,
+        f"Write {_ids(want_ids)} (SGLang's default in its +1 counting) or remove the key, "
+        f"unless the draft was trained on {_b(got)}.",
+    )
+
+
+def embed_needs_patch(f: Facts) -> Finding | None:
+    """-1 (the embedding) in the ids, but the server's model file cannot capture it."""
+    c = f.draft_config
+    if c is None or c.sglang_layer_ids is None or -1 not in c.sglang_layer_ids:
+        return None
+    if f.embed_capture_supported:
+        return None
+    ev = [Evidence(_config_source(f), f"{IDS_PATH} = {_ids(c.sglang_layer_ids)}: -1 asks for the embedding output")]
+    if f.embed_capture_supported is None:
+        ev.append(Evidence("server model file", f.embed_capture_evidence or "could not be read to check for embedding capture"))
+        return Finding(
+            EMBED_NEEDS_PATCH,
+            "info",
+            "layer id -1 needs the embed-capture patch; whether the server has it is unknown",
+            ev,
+            "Check that the server's model file captures the embedding for id -1 (stock SGLang crashes on it).",
+        )
+    ev.append(Evidence("server model file", f.embed_capture_evidence or "no embedding capture for id -1"))
+    ev.append(Evidence("SGLang", "stock model files turn -1 into loop index 0 and fail on `hidden_states + None`"))
+    return Finding(
+        EMBED_NEEDS_PATCH,
+        "error",
+        "layer id -1 (the embedding) is configured but the server's model file cannot capture it",
+        ev,
+        "Apply the embed-capture patch to the server's model file (append the embedding output before the "
+        "layer loop when -1 is listed), or use ids without -1.",
+    )
+
+
+def layer_out_of_range(f: Facts) -> Finding | None:
+    """An id whose boundary SGLang's layer loop never reaches."""
+    c, n = f.draft_config, f.target_num_layers
+    if c is None or n is None or c.sglang_layer_ids is None:
+        return None
+    ids = c.sglang_layer_ids
+    bad = [i for i in ids if i < -1 or i + 1 >= n]
+    if not bad:
+        return None
+    ev = [
+        Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids)}"),
+        Evidence(f.target_config_path or "target config", f"num_hidden_layers = {n}"),
+        Evidence("SGLang rule", f"id j captures boundary j+1, the input of layer j+1; layers are 0..{n - 1}, "
+                                f"so ids -1..{n - 2} are the only ones captured"),
+    ]
+    for i in bad:
+        ev.append(Evidence("out of range", f"id {i} -> boundary {i + 1}: never captured"))
+    return Finding(
+        LAYER_OUT_OF_RANGE,
+        "error",
+        f"layer id{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} {'are' if len(bad) > 1 else 'is'} "
+        f"outside the {n}-layer target: fewer hidden states reach the draft's fc",
+        ev,
+        f"Use ids between -1 and {n - 2} (boundaries 0..{n - 1}), such as SGLang's default {_ids(wiring.default_ids('sglang', n))}.",
+    )
+
+
+def _issues(f: Facts, *kinds: str) -> list:
+    return [i for i in (f.checkpoint_issues or []) if i.kind in kinds]
+
+
+def _ckpt_source(f: Facts) -> str:
+    return f.checkpoint_path or "draft checkpoint"
+
+
+def fc_width(f: Facts) -> Finding | None:
+    """fc's input width differs from (number of aux states) x (target hidden size)."""
+    issues = _issues(f, "fc-width")
+    if not issues:
+        return None
+    ev = [Evidence(_ckpt_source(f), i.message) for i in issues]
+    if f.draft_config is not None:
+        ids = f.draft_config.sglang_layer_ids
+        ev.append(Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids) if ids is not None else 'absent (3 states)'}"))
+    if f.target_hidden_size is not None:
+        ev.append(Evidence(f.target_config_path or "target config", f"hidden_size = {f.target_hidden_size}"))
+    return Finding(
+        FC_WIDTH,
+        "error",
+        "the draft's fc input width does not match the hidden states SGLang feeds it",
+        ev,
+        "Serve the draft with as many layer ids as its fc was trained for, on the target it was trained "
+        "against (fc width = ids x target hidden size).",
+    )
+
+
+def unknown_weights(f: Facts) -> Finding | None:
+    """Checkpoint tensors SGLang's loader skips (left random), and the ones it then lacks."""
+    issues = _issues(f, "unknown", "missing")
+    if not issues:
+        return None
+    from eagle3_tui.eagle.checkpoint import summarize
+
+    lines = summarize(issues)
+    ev = [Evidence(_ckpt_source(f), line) for line in lines[:8]]
+    if len(lines) > 8:
+        ev.append(Evidence(_ckpt_source(f), f"... and {len(lines) - 8} more"))
+    unknown = sum(1 for i in issues if i.kind == "unknown")
+    missing = sum(1 for i in issues if i.kind == "missing")
+    return Finding(
+        UNKNOWN_WEIGHTS,
+        "error",
+        f"{unknown} checkpoint tensors are skipped by SGLang's loader and {missing} it needs are missing: "
+        f"those weights stay random",
+        ev,
+        "Rename the tensors to SGLang's llama_eagle3 names (layers.0.* -> midlayer.*) and re-save the checkpoint.",
+    )
+
+
+def ignored_norms(f: Facts) -> Finding | None:
+    """Norm weights (input_norm/fc_norm) or norm flags that SGLang's draft does not apply."""
+    issues = _issues(f, "ignored-norm")
+    if not issues:
+        return None
+    return Finding(
+        IGNORED_NORMS,
+        "warning",
+        "the draft was trained with norms SGLang's llama_eagle3 does not apply",
+        [Evidence(_ckpt_source(f), i.message) for i in issues],
+        "Serve with an SGLang build whose llama_eagle3 applies these norms, or export a draft trained without them.",
+    )
+
+
+def checkpoint_shapes(f: Facts) -> Finding | None:
+    """Tensors with shapes SGLang cannot load, or a d2t that maps outside the target vocabulary."""
+    issues = _issues(f, "shape", "d2t-range")
+    if not issues:
+        return None
+    return Finding(
+        CHECKPOINT_SHAPES,
+        "error",
+        "checkpoint tensors do not fit what SGLang's llama_eagle3 builds from the draft config",
+        [Evidence(_ckpt_source(f), i.message) for i in issues],
+        "Make the draft config's sizes match the checkpoint (and store d2t as offsets), then restart.",
+    )
+
+
+def rope_theta(f: Facts) -> Finding | None:
+    """Draft config without a top-level rope_theta: SGLang's draft uses 10000."""
+    c = f.draft_config
+    if c is None or c.rope_theta is not None:
+        return None
+    if f.target_rope_theta is not None and float(f.target_rope_theta) == 10000.0 and c.nested_rope_theta in (None, 10000.0):
+        return None
+    ev = [Evidence(_config_source(f), "no top-level rope_theta: SGLang's draft falls back to 10000")]
+    want = c.nested_rope_theta
+    if c.nested_rope_theta is not None:
+        ev.append(Evidence(_config_source(f), f"transformer_layer_config.rope_theta = {c.nested_rope_theta:g} "
+                                              "(speculators style; SGLang does not read it)"))
+    if f.target_rope_theta is not None:
+        ev.append(Evidence(f.target_config_path or "target config", f"rope_theta = {f.target_rope_theta:g}"))
+        want = want if want is not None else f.target_rope_theta
+    value = f"{want:g}" if want is not None else "the value the draft was trained with"
+    return Finding(
+        ROPE_THETA,
+        "warning",
+        "the draft config has no rope_theta, so SGLang runs the draft with 10000",
+        ev,
+        f"Add \"rope_theta\": {value} at the top level of the draft config.",
+    )
+
+
+def wiring_mismatch(f: Facts) -> Finding | None:
+    """The boundaries the draft was trained on differ from the boundaries served."""
+    trained = trained_boundaries(f)
+    served = served_boundaries(f)
+    if trained is None or served is None:
+        return None
+    (tb, how_t), (sb, how_s) = trained, served
+    if tuple(sorted(tb)) == tuple(sorted(sb)):
+        return None
+    ids = wiring.boundaries_to_sglang_ids(sorted(tb))
+    ev = [
+        Evidence(f.data_source or "training data", f"slots hold boundaries {_b(f.data_slot_boundaries)}; "
+                                                   f"the trainer fed {_b(tb)} ({how_t})"),
+        Evidence(_config_source(f) if f.draft_config is not None else "server", f"served: {_b(sb)} ({how_s})"),
+    ]
+    patch = ""
+    if 0 in tb:
+        patch = " with the embed-capture patch"
+        if f.embed_capture_supported is False:
+            ev.append(Evidence("server model file", f.embed_capture_evidence or "no embedding capture for id -1"))
+    return Finding(
+        WIRING_MISMATCH,
+        "error",
+        f"the draft was trained on {_b(tb)} but is served {_b(sb)}",
+        ev,
+        f"Set {IDS_PATH} to {_ids(ids)} (boundaries {_b(sorted(tb))}){patch} and restart the server.",
+    )
+
+
+def spec_slower_than_baseline(f: Facts) -> Finding | None:
+    """tok/s with speculation below the no-speculation baseline."""
+    if f.live_gen_tps is None or f.baseline_tps is None or f.baseline_tps <= 0:
+        return None
+    if speculative_on(f) is False or f.live_gen_tps >= f.baseline_tps:
+        return None
+    ev = [
+        Evidence(f.live_source, f"{f.live_gen_tps:.1f} tok/s with speculation"),
+        Evidence("baseline", f"{f.baseline_tps:.1f} tok/s without speculation"),
+        Evidence("speedup", f"{f.live_gen_tps / f.baseline_tps:.2f}x"),
+    ]
+    if f.live_accept_len is not None:
+        ev.append(Evidence(f.live_source, f"accept length {f.live_accept_len:.2f}"))
+    return Finding(
+        SPEC_SLOWER,
+        "warning",
+        f"speculation is slower than no speculation ({f.live_gen_tps:.1f} vs {f.baseline_tps:.1f} tok/s)",
+        ev,
+        "Fix the wiring and flag findings first, then benchmark a few --speculative-num-steps values; "
+        "if none beats the baseline, serve without speculation.",
+    )
+
+
+def online_offline_gap(f: Facts) -> Finding | None:
+    """Live accept length far below what the offline check predicts for these flags."""
+    pred = f.predicted_accept_len
+    live, source = f.live_accept_len, f.live_source
+    if live is None and f.server_info_accept_len is not None:
+        live, source = f.server_info_accept_len, "/server_info avg_spec_accept_length"
+    if pred is None or live is None or pred <= 1.0:
+        return None
+    if live > 1.0 + GAP_SHARE * (pred - 1.0) or pred - live < GAP_MIN_TOKENS:
+        return None
+    share = (live - 1.0) / (pred - 1.0)
+    ev = [
+        Evidence(source, f"accept length {live:.2f}"),
+        Evidence(f.predicted_source, f"predicted accept length {pred:.2f} for the served wiring and flags"),
+        Evidence("gap", f"the server realises {max(share, 0.0):.0%} of the predicted extra tokens per step"),
+    ]
+    spec = _spec(f)
+    if spec is not None and spec.steps is not None:
+        ev.append(Evidence("effective flags", f"steps {spec.steps}, topk {spec.topk}, draft tokens {spec.draft_tokens}"))
+    return Finding(
+        ONLINE_OFFLINE_GAP,
+        "warning",
+        f"live accept length {live:.2f} is far below the {pred:.2f} the offline check predicts",
+        ev,
+        "Compare what the server feeds the draft with what the check fed it: boundaries, embedding capture "
+        "under tensor parallelism, norms and the draft config the server really loaded.",
+    )
+
+
+def no_accept_stats(f: Facts) -> Finding | None:
+    """Speculation on, decode lines logged, none with an accept length (older SGLang)."""
+    if f.log_has_accept_stats is not False or not f.log_decode_lines:
+        return None
+    if speculative_on(f) is not True:
+        return None
+    ev = [Evidence(f.log_path or "server log", f"{f.log_decode_lines} decode lines, none with `accept len`")]
+    if f.server_info_accept_len is not None:
+        ev.append(Evidence("/server_info", f"avg_spec_accept_length = {f.server_info_accept_len:.2f}"))
+    return Finding(
+        NO_ACCEPT_STATS,
+        "info",
+        "the server log has no accept length (older SGLang); the live chart uses /server_info instead",
+        ev,
+        "Read internal_states[0].avg_spec_accept_length from /server_info (the console polls it) or upgrade SGLang.",
+    )
+
+
+Rule = Callable[[Facts], "Finding | None"]
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    (STEPS_OVERRIDE, steps_override),
+    (CONFIG_KEY_IGNORED, config_key_ignored),
+    (EXPLICIT_DEFAULT_SHIFT, explicit_default_shift),
+    (EMBED_NEEDS_PATCH, embed_needs_patch),
+    (LAYER_OUT_OF_RANGE, layer_out_of_range),
+    (FC_WIDTH, fc_width),
+    (UNKNOWN_WEIGHTS, unknown_weights),
+    (IGNORED_NORMS, ignored_norms),
+    (CHECKPOINT_SHAPES, checkpoint_shapes),
+    (ROPE_THETA, rope_theta),
+    (WIRING_MISMATCH, wiring_mismatch),
+    (SPEC_SLOWER, spec_slower_than_baseline),
+    (ONLINE_OFFLINE_GAP, online_offline_gap),
+    (NO_ACCEPT_STATS, no_accept_stats),
+)
+RULE_IDS: tuple[str, ...] = tuple(rule_id for rule_id, _ in RULES)
+
