@@ -1,0 +1,203 @@
+"""Find SGLang servers on a host from its process table, with what a faithful relaunch needs.
+
+A server is a process group whose leader runs `python -m sglang.launch_server`, `sglang serve` or the
+sim server. SGLang's scheduler/detokenizer children share the group (and, when forked, the argv), so
+servers are grouped by process group and the oldest member stands for the group. Only the
+environment variables that matter for a relaunch are kept (`RELAUNCH_ENV`); values whose names look
+secret are kept for the relaunch but never shown (`redact_env`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_tui.sglang.launch import is_launch_command, parse_launch
+
+RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH"})
+RELAUNCH_ENV_PREFIXES = ("SGLANG_", "NCCL_", "HF_")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.I)
+DEFAULT_PORT = 30000
+
+
+def relaunch_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The whitelisted variables: CUDA_VISIBLE_DEVICES, PYTHONPATH, SGLANG_*, NCCL_*, HF_*."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k in RELAUNCH_ENV_NAMES or any(k.startswith(p) for p in RELAUNCH_ENV_PREFIXES)
+    }
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET.search(name))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """For display, logs and the ledger: secret-looking values (HF_TOKEN, ...) replaced."""
+    return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def parse_environ(data: bytes) -> dict[str, str]:
+    """/proc/<pid>/environ (NUL-separated NAME=value) to a dict; undecodable bytes replaced."""
+    out: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        if b"=" not in item:
+            continue
+        k, _, v = item.partition(b"=")
+        out[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return out
+
+
+def log_path_from_fd_target(target: str) -> str | None:
+    """The readlink of /proc/<pid>/fd/1 when it is a regular file (not a pipe, socket, tty)."""
+    t = target.strip()
+    if t.endswith(" (deleted)") or not t.startswith("/") or t.startswith("/dev/"):
+        return None
+    return t
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a relaunch runs: argv, working directory, whitelisted env, log file, port."""
+
+    argv: tuple[str, ...]
+    cwd: str | None
+    env: dict[str, str] = field(default_factory=dict)
+    log_path: str | None = None
+    port: int = DEFAULT_PORT
+    bind_host: str = "127.0.0.1"
+
+    def to_json(self, *, keep_secrets: bool = False) -> str:
+        d = asdict(self)
+        d["argv"] = list(self.argv)
+        if not keep_secrets:
+            d["env"] = {k: v for k, v in self.env.items() if not is_secret_name(k)}
+        return json.dumps(d, indent=2)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LaunchSpec:
+        return cls(
+            argv=tuple(str(a) for a in d["argv"]),
+            cwd=d.get("cwd"),
+            env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
+            log_path=d.get("log_path"),
+            port=int(d.get("port") or DEFAULT_PORT),
+            bind_host=str(d.get("bind_host") or "127.0.0.1"),
+        )
+
+    @classmethod
+    def from_argv(
+        cls, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None = None, log_path: str | None = None
+    ) -> LaunchSpec:
+        args = parse_launch(argv)
+        host = args.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::", "localhost"):
+            host = "127.0.0.1" if host != "::" else "::1"
+        return cls(tuple(argv), cwd, dict(env or {}), log_path, args.port or DEFAULT_PORT, host)
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """One running server (its process group)."""
+
+    pid: int
+    pgid: int
+    start_time: float | None
+    argv: tuple[str, ...]
+    cwd: str | None
+    env: dict[str, str]
+    log_path: str | None
+    port: int
+    kind: str
+
+    def spec(self) -> LaunchSpec:
+        return LaunchSpec.from_argv(self.argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid} port {self.port} ({self.kind})"
+
+
+def group_servers(procs: Sequence[Any]) -> list[Any]:
+    """Pick one process per process group among those running a launch command (the oldest)."""
+    groups: dict[int, Any] = {}
+    for p in procs:
+        try:
+            if not is_launch_command(p.argv):
+                continue
+        except Exception:  # a weird argv must never break discovery
+            continue
+        cur = groups.get(p.pgid)
+        if cur is None or (p.pid == p.pgid) or (cur.pid != cur.pgid and p.pid < cur.pid):
+            groups[p.pgid] = p
+    return sorted(groups.values(), key=lambda p: p.pid)
+
+
+async def _read_environ(host: Any, pid: int) -> dict[str, str]:
+    try:
+        data = await host.read_bytes(f"/proc/{pid}/environ")
+    except Exception:  # permission denied or gone: relaunch with the login environment
+        return {}
+    return relaunch_env(parse_environ(data))
+
+
+async def _stdout_target(host: Any, pid: int) -> str | None:
+    try:
+        res = await host.run(["readlink", f"/proc/{pid}/fd/1"], timeout=10)
+    except Exception:
+        return None
+    if res.exit_code != 0:
+        return None
+    return log_path_from_fd_target(res.stdout)
+
+
+async def _cwd(host: Any, pid: int) -> str | None:
+    try:
+        res = await host.run(["readlink", f"/proc/{pid}/cwd"], timeout=10)
+    except Exception:
+        return None
+    out = res.stdout.strip()
+    return out if res.exit_code == 0 and out.startswith("/") else None
+
+
+async def discover_servers(host: Any, *, log_path: str | None = None) -> list[ServerProcess]:
+    """All servers on the host, oldest pid first. `log_path` (the profile's) wins over /proc."""
+    procs = await host.processes()
+    out: list[ServerProcess] = []
+    for p in group_servers(procs):
+        try:
+            args = parse_launch(p.argv)
+        except Exception:
+            continue
+        cwd = getattr(p, "cwd", None) or await _cwd(host, p.pid)
+        env = await _read_environ(host, p.pid)
+        log = log_path or await _stdout_target(host, p.pid)
+        out.append(
+            ServerProcess(
+                pid=p.pid,
+                pgid=p.pgid,
+                start_time=getattr(p, "start_time", None),
+                argv=tuple(p.argv),
+                cwd=cwd,
+                env=env,
+                log_path=log,
+                port=args.port or DEFAULT_PORT,
+                kind=args.kind,
+            )
+        )
+    return out
+
+
+def rotated_name(path: str, stamp: str) -> str:
+    """`server.log` -> `server.log.20260101-120000` (the name a rotated log gets)."""
+    return f"{path}.{stamp}"
+
+
+def default_log_path(port: int) -> str:
+    """Where a relaunch logs when the server's stdout was not a file (a tmux pane, a pipe)."""
+    return str(Path("/tmp") / f"eagle3-tui-sglang-{port}.log")
