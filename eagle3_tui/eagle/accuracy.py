@@ -1,0 +1,594 @@
+"""The standalone accuracy check: the draft fed its own training data under several wirings.
+
+For each wiring (which data slots go into fc), over a bounded sample of loss-masked positions:
+top-1 and top-5 next-token accuracy (draft ids mapped through d2t, compared with the target's
+token; a token outside the draft vocabulary counts as a miss, as in SpecForge), and a chain
+simulation for the configured number of steps (the draft's pre-norm output fed forward with the
+next true token, stopping at the first miss) giving the conditional per-step acceptance a_j and
+the predicted accept length tau = 1 + sum_i prod_{j<=i} a_j.
+
+It runs in-process (`run_check`) or as a plain script next to the data on the GPU host:
+
+    python accuracy.py --draft DIR --data GLOB [--target DIR|config.json] [--wiring SPEC ...]
+
+which prints JSON lines (start, findings, data, probe, wirings, progress, result, done | error) and
+exits when its stdin closes (the SSH channel went away). Only the standard library, torch and
+safetensors are needed; its siblings (drafter, datasets, wiring, checkpoint) are imported either
+as package modules or as plain files in the same directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+if __package__:
+    from . import checkpoint as ck
+    from . import datasets as ds_mod
+    from . import wiring as wr
+else:  # plain files copied side by side
+    import checkpoint as ck  # type: ignore[no-redef]
+    import datasets as ds_mod  # type: ignore[no-redef]
+    import wiring as wr  # type: ignore[no-redef]
+
+Emit = Callable[[dict], None]
+
+
+@dataclass
+class WiringResult:
+    name: str
+    boundaries: list[int] | None
+    slots: list[int]
+    top1: float | None = None
+    top5: float | None = None
+    step_accept: list[float] = field(default_factory=list)  # conditional a_j, j = 1..steps
+    predicted_accept_len: float | None = None
+    tokens_per_s: float | None = None
+    positions: int = 0
+    chain_positions: int = 0
+    note: str = ""
+    source: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> WiringResult:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class CheckReport:
+    """Everything one check found; JSON-able both ways (it crosses SSH as a JSON line)."""
+
+    draft_dir: str
+    data: str
+    layout: str = ""
+    files_read: int = 0
+    files_total: int = 0
+    positions: int = 0
+    steps: int = 3
+    device: str = "cpu"
+    dtype: str = "float32"
+    label_source: str = ""
+    num_aux: int = 3
+    hidden_size: int = 0
+    num_layers: int | None = None
+    slot_boundaries: list[int] | None = None
+    wirings: list[WiringResult] = field(default_factory=list)
+    probe: list[dict] = field(default_factory=list)  # SlotProbe dicts
+    findings: list[dict] = field(default_factory=list)  # CheckpointIssue dicts
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CheckReport:
+        names = set(cls.__dataclass_fields__)
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["wirings"] = [WiringResult.from_dict(w) for w in d.get("wirings", [])]
+        return cls(**kw)
+
+    def result(self, name: str) -> WiringResult | None:
+        return next((w for w in self.wirings if w.name == name), None)
+
+    def for_boundaries(self, boundaries: Sequence[int]) -> WiringResult | None:
+        """The measured wiring that feeds exactly these boundaries (e.g. what the server captures)."""
+        want = list(boundaries)
+        return next((w for w in self.wirings if w.boundaries == want and w.top1 is not None), None)
+
+    def best(self) -> WiringResult | None:
+        measured = [w for w in self.wirings if w.top1 is not None]
+        return max(measured, key=lambda w: w.top1 or 0.0) if measured else None
+
+
+@dataclass
+class CheckOptions:
+    draft_dir: str
+    data: str
+    target: str | None = None  # the target's config.json or directory (weights there are optional)
+    wirings: list[str] = field(default_factory=list)
+    samples: int = 20000
+    steps: int = 3
+    device: str = "cpu"
+    dtype: str = "float32"
+    data_slots: list[int] | None = None  # boundaries of the data's slots, when known
+    num_layers: int | None = None
+    labels: str = "auto"  # auto | target | tokens
+    max_len: int = 4096
+    batch_tokens: int = 16384
+    threads: int | None = None
+
+
+# -- target pieces ---------------------------------------------------------------------------------
+
+
+def _target_files(target: str) -> tuple[str | None, dict, dict[str, ck.TensorInfo]]:
+    """(config path, config, tensor headers) for --target: a config.json or a directory."""
+    path = os.path.expanduser(target)
+    if os.path.isdir(path):
+        cfg_path = os.path.join(path, "config.json")
+        directory = path
+    else:
+        cfg_path = path
+        directory = os.path.dirname(path) or "."
+    cfg = ck.read_config(cfg_path)
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers (e.g. Kimi-K2.5)
+        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k != "text_config"}}
+    tensors: dict[str, ck.TensorInfo] = {}
+    index = os.path.join(directory, "model.safetensors.index.json")
+    files: list[str] = []
+    if os.path.exists(index):
+        try:
+            with open(index, encoding="utf-8") as f:
+                wm = json.load(f).get("weight_map", {})
+        except (OSError, ValueError):
+            wm = {}
+        want = {n: fn for n, fn in wm.items() if _target_role(n)}
+        files = sorted({os.path.join(directory, fn) for fn in want.values()})
+    else:
+        files = sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".safetensors"))
+    for p in files:
+        if os.path.exists(p):
+            for name, info in ck.read_safetensors_header(p).items():
+                if _target_role(name):
+                    tensors[name] = info
+    return cfg_path, cfg, tensors
+
+
+def _target_role(name: str) -> str | None:
+    if name.endswith("embed_tokens.weight") and "mtp" not in name:
+        return "embed"
+    if name.endswith("lm_head.weight"):
+        return "lm_head"
+    if name in ("norm.weight", "model.norm.weight") or name.endswith(".model.norm.weight"):
+        return "norm"
+    return None
+
+
+def _load_tensor(info: ck.TensorInfo, name: str) -> Any:
+    from safetensors import safe_open
+
+    with safe_open(info.file, framework="pt") as f:
+        return f.get_tensor(name)
+
+
+def _int(cfg: dict, key: str) -> int | None:
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# -- the check -------------------------------------------------------------------------------------
+
+
+def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
+    """Run the whole check; `emit` receives each JSON-able event as it happens."""
+    import torch
+
+    emit = emit or (lambda e: None)
+    t_start = time.perf_counter()
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    if opts.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ck.BadInput(f"--device {opts.device} was asked for but this Python's torch sees no CUDA device "
+                          f"(torch {torch.__version__}); use --device cpu")
+    if opts.dtype not in ("float32", "bfloat16", "float16"):
+        raise ck.BadInput(f"--dtype {opts.dtype} is not one of float32, bfloat16, float16")
+    dtype = getattr(torch, opts.dtype)
+    device = torch.device(opts.device)
+    report = CheckReport(draft_dir=opts.draft_dir, data=opts.data, steps=opts.steps, device=opts.device,
+                         dtype=opts.dtype)
+    emit({"event": "start", "draft": opts.draft_dir, "data": opts.data, "samples": opts.samples,
+          "steps": opts.steps, "device": opts.device, "torch": torch.__version__})
+
+    header = ck.read_header(opts.draft_dir)
+    cfg = header.config
+    sizes = ck.draft_sizes(cfg, header.config_path)
+    tcfg: dict = {}
+    t_tensors: dict[str, ck.TensorInfo] = {}
+    if opts.target:
+        _, tcfg, t_tensors = _target_files(opts.target)
+    ht = _int(tcfg, "hidden_size") or _int(cfg, "target_hidden_size") or sizes.hidden
+    num_layers = opts.num_layers or _int(tcfg, "num_hidden_layers")
+    report.num_layers = num_layers
+    report.hidden_size = ht
+    fc = header.tensors.get("fc.weight") or header.tensors.get("model.fc.weight")
+    ids_from_cfg = wr.num_aux_from_config(cfg)
+    if fc is not None and len(fc.shape) == 2 and fc.shape[1] % ht == 0 and fc.shape[1] // ht > 0:
+        num_aux = fc.shape[1] // ht
+    else:
+        num_aux = ids_from_cfg or 3
+    report.num_aux = num_aux
+    issues = ck.check_tensors(cfg, header.tensors, target_hidden_size=ht, num_aux=ids_from_cfg or num_aux)
+    report.findings = [i.to_dict() for i in issues]
+    emit({"event": "findings", "findings": report.findings, "summary": ck.summarize(issues)})
+    if fc is not None and len(fc.shape) == 2 and fc.shape[1] % ht:
+        raise ck.BadInput(f"{fc.file}: fc.weight takes {fc.shape[1]} inputs, which is not a whole number of "
+                          f"hidden states {ht} wide (expected number of aux states x target hidden size)")
+
+    data = ds_mod.load(opts.data, max_positions=opts.samples, max_len=opts.max_len,
+                       expect_slots=num_aux, expect_hidden=ht)
+    report.layout, report.files_read, report.files_total = data.layout, len(data.samples), data.total_files
+    report.positions = data.positions
+    report.notes.extend(data.notes)
+    slot_b = list(opts.data_slots) if opts.data_slots is not None else None
+    if slot_b is not None and len(slot_b) != data.num_slots:
+        raise ck.BadInput(f"--data-slots names {len(slot_b)} boundaries but {data.files[0]} holds "
+                          f"{data.num_slots} hidden-state slots")
+    report.slot_boundaries = slot_b
+    emit({"event": "data", "layout": data.layout, "files": len(data.samples), "files_total": data.total_files,
+          "positions": data.positions, "slots": data.num_slots, "hidden": data.hidden_size, "notes": data.notes})
+
+    # target pieces: embedding (needed), lm_head + final norm (for target labels)
+    roles: dict[str, str] = {}
+    for name in t_tensors:
+        role = _target_role(name)
+        if role and role not in roles:
+            roles[role] = name
+    embed = None
+    if "embed" in roles:
+        embed = _load_tensor(t_tensors[roles["embed"]], roles["embed"])
+    draft_tensors = _load_draft(header)
+    if embed is None and "embed_tokens.weight" in draft_tensors:
+        embed = draft_tensors["embed_tokens.weight"]
+        report.notes.append("the target's embedding was taken from the draft's embed_tokens.weight")
+    if embed is None:
+        where = f" in {opts.target}" if opts.target else " (no --target given)"
+        raise ck.BadInput(f"the draft in {opts.draft_dir} has no embed_tokens.weight and no target embedding was "
+                          f"found{where}: the check needs the target's embedding (give --target DIR)")
+
+    probe = ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)
+    report.probe = [p.to_dict() for p in probe]
+    emit({"event": "probe", "slots": report.probe})
+
+    cfg_ids, cfg_read = wr.config_layer_ids(cfg)
+    training = data.training_slots
+    if len(training) != num_aux:
+        report.notes.append(f"the {data.layout} trainer feeds {len(training)} slots but the draft's fc takes "
+                            f"{num_aux}: 'training' uses the first {num_aux}")
+        training = tuple(range(num_aux))
+    try:
+        wirings = wr.candidate_wirings(num_slots=data.num_slots, num_aux=num_aux, slot_boundaries=slot_b,
+                                       num_layers=num_layers, config_ids=cfg_ids, config_ids_read=cfg_read,
+                                       training_slots=training, extra=opts.wirings)
+    except ValueError as err:
+        raise ck.BadInput(str(err)) from None
+    emit({"event": "wirings", "wirings": [w.to_dict() for w in wirings]})
+
+    lm_head = None
+    if "lm_head" in roles and (cfg.get("draft_vocab_size") is None or opts.labels != "tokens"):
+        lm_head = _load_tensor(t_tensors[roles["lm_head"]], roles["lm_head"])
+    try:
+        model = _build_drafter(cfg, draft_tensors, embed, lm_head)
+    except ValueError as err:
+        raise ck.BadInput(f"cannot run the draft in {opts.draft_dir}: {err} (see the checkpoint findings)") from None
+    model = model.to(device=device, dtype=dtype)
+    model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
+    model.d2t = model.d2t.to(device)
+
+    norm_w = None
+    if "norm" in roles:
+        norm_w = _load_tensor(t_tensors[roles["norm"]], roles["norm"])
+    labels, source = _labels(data, opts.labels, lm_head, norm_w, slot_b, num_layers, tcfg, device)
+    report.label_source = source
+    del lm_head
+
+    unique: dict[tuple[int, ...], WiringResult] = {}
+    runnable = [w for w in wirings if w.runnable]
+    total = data.positions * len({w.slots for w in runnable})
+    done = 0
+    t_loop = time.perf_counter()
+    for w in runnable:
+        if w.slots in unique:
+            continue
+        res = _evaluate(model, data, labels, w, opts, device, dtype,
+                        progress=lambda n, name=w.name, before=done: _progress(emit, n, total, t_loop, name, before))
+        done += res.positions
+        unique[w.slots] = res
+    first: dict[tuple[int, ...], str] = {}
+    for w in wirings:
+        r = WiringResult(w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
+                         note=w.note, source=w.source)
+        if w.runnable:
+            m = unique[w.slots]
+            r.top1, r.top5, r.step_accept = m.top1, m.top5, m.step_accept
+            r.predicted_accept_len, r.tokens_per_s = m.predicted_accept_len, m.tokens_per_s
+            r.positions, r.chain_positions = m.positions, m.chain_positions
+            if w.slots in first and not r.note:
+                r.note = f"same slots as {first[w.slots]}"
+            first.setdefault(w.slots, w.name)
+        report.wirings.append(r)
+        emit({"event": "result", "result": asdict(r)})
+    report.elapsed_s = round(time.perf_counter() - t_start, 3)
+    emit({"event": "done", "report": report.to_dict()})
+    return report
+
+
+def _progress(emit: Emit, n: int, total: int, t0: float, name: str, before: int) -> None:
+    done = before + n
+    el = time.perf_counter() - t0
+    eta = el / done * (total - done) if done else None
+    emit({"event": "progress", "done": done, "total": total, "eta_s": None if eta is None else round(eta, 2),
+          "wiring": name})
+
+
+def _load_draft(header: ck.CheckpointHeader) -> dict[str, Any]:
+    """All draft tensors under SGLang names: a `model.` prefix dropped, speculators' `layers.0.` read as
+    `midlayer.` (so the draft can be measured as trained; the findings say SGLang would skip them)."""
+    from safetensors import SafetensorError  # type: ignore[attr-defined]
+    from safetensors.torch import load_file
+
+    out: dict[str, Any] = {}
+    for p in header.files:
+        try:
+            part = load_file(p)
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ck.BadInput(f"{p} could not be loaded as safetensors ({str(err)[:160]})") from None
+        for name, t in part.items():
+            n = name[len("model."):] if name.startswith("model.") else name
+            if n.startswith("layers.0."):
+                n = "midlayer." + n[len("layers.0."):]
+            out[n] = t
+    return out
+
+
+def _build_drafter(cfg: dict, tensors: dict[str, Any], embed: Any, lm_head: Any) -> Any:
+    if __package__:
+        from .drafter import Eagle3Drafter
+    else:
+        from drafter import Eagle3Drafter  # type: ignore[no-redef]
+    return Eagle3Drafter.from_tensors(cfg, tensors, embed, target_lm_head=lm_head)
+
+
+def _labels(data: Any, mode: str, lm_head: Any, norm_w: Any, slot_b: list[int] | None, num_layers: int | None,
+            tcfg: dict, device: Any) -> tuple[list[Any], str]:
+    """Per sample, LongTensor [T]: the target's token after position u (-1 when unknown).
+
+    `target`: argmax of the target's lm_head over its final state (SpecForge stores it normed;
+    speculators' last slot is pre-norm and needs the target's final norm, and it is only the final
+    state when its boundary is N). `tokens`: the data's own next token.
+    """
+    import torch
+
+    use_target = False
+    why = ""
+    final_ok = False
+    if data.layout == "specforge":
+        final_ok = all(s.final is not None for s in data.samples)
+    elif data.final_slot is not None and slot_b is not None and num_layers is not None:
+        final_ok = slot_b[data.final_slot] == num_layers and norm_w is not None
+    if mode in ("auto", "target"):
+        if lm_head is not None and final_ok:
+            use_target = True
+        elif mode == "target":
+            why = ("the target's lm_head" if lm_head is None else
+                   "a final hidden state (the data's last slot is not known to be boundary N)")
+            raise ck.BadInput(f"--labels target needs {why}; use --labels tokens")
+    if not use_target:
+        out = []
+        for s in data.samples:
+            nxt = torch.full_like(s.input_ids, -1)
+            nxt[:-1] = s.input_ids[1:]
+            out.append(nxt)
+        return out, "tokens"
+    eps = float(tcfg.get("rms_norm_eps") or 1e-6)
+    head = lm_head.to(device=device, dtype=torch.float32)
+    out = []
+    for s in data.samples:
+        if data.layout == "specforge":
+            x, normed = s.final, True
+        else:
+            x, normed = s.slots[data.final_slot], False
+        toks = []
+        for i in range(0, x.shape[0], 512):
+            xi = x[i : i + 512].to(device=device, dtype=torch.float32)
+            if not normed:
+                xi = xi * torch.rsqrt(xi.pow(2).mean(-1, keepdim=True) + eps) * norm_w.to(device).float()
+            toks.append((xi @ head.T).argmax(-1).cpu())
+        out.append(torch.cat(toks))
+    return out, "target"
+
+
+def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptions, device: Any, dtype: Any,
+              progress: Callable[[int], None]) -> WiringResult:
+    """Top-1/top-5 and the chain simulation for one wiring, batched causal over whole sequences."""
+    import torch
+
+    steps = max(1, opts.steps)
+    n_top1 = n_top5 = n_pos = 0
+    chain_runs = [0] * steps
+    n_chain = 0
+    fwd_s = 0.0
+    fwd_tokens = 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    cur_max = 0
+    for i, s in enumerate(data.samples):
+        t = s.length
+        if cur and max(cur_max, t) * (len(cur) + 1) > opts.batch_tokens:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, t)
+    if cur:
+        batches.append(cur)
+    with torch.inference_mode():
+        for b in batches:
+            smp = [data.samples[i] for i in b]
+            tmax = max(s.length for s in smp)
+            bsz = len(smp)
+            ids = torch.zeros(bsz, tmax, dtype=torch.long)
+            aux = torch.zeros(bsz, tmax, len(w.slots) * data.hidden_size, dtype=dtype)
+            lab = torch.full((bsz, tmax + steps + 1), -1, dtype=torch.long)
+            counted = torch.zeros(bsz, tmax, dtype=torch.bool)
+            for j, s in enumerate(smp):
+                t = s.length
+                ids[j, : t - 1] = s.input_ids[1:]  # position t reads token x_{t+1}
+                aux[j, :t] = torch.cat([s.slots[k] for k in w.slots], dim=-1).to(dtype)
+                lab[j, :t] = labels[b[j]]
+                counted[j, :t] = s.counted
+            ids, aux = ids.to(device), aux.to(device)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            outs = model.chain_forward(ids, aux, steps)
+            preds = [model.to_target_ids(o.argmax(-1)) for o in outs]
+            top5 = model.to_target_ids(outs[0].topk(min(5, outs[0].shape[-1]), dim=-1).indices)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            fwd_s += time.perf_counter() - t0
+            fwd_tokens += sum(s.length for s in smp) * steps
+            preds = [p.cpu() for p in preds]
+            top5 = top5.cpu()
+            # step s at t predicts the target's token after x_{t+1+s}: label index t+1+s
+            idx = torch.arange(tmax)
+            lab0 = lab[:, idx + 1]
+            ok0 = counted & (lab0 >= 0)
+            n_pos += int(ok0.sum())
+            n_top1 += int(((preds[0] == lab0) & ok0).sum())
+            n_top5 += int(((top5 == lab0[..., None]).any(-1) & ok0).sum())
+            run = ok0.clone()
+            valid = ok0.clone()
+            for s_ in range(steps):
+                lab_s = lab[:, idx + 1 + s_]
+                valid &= lab_s >= 0
+            n_chain += int(valid.sum())
+            run = valid.clone()
+            for s_ in range(steps):
+                lab_s = lab[:, idx + 1 + s_]
+                run &= preds[s_] == lab_s
+                chain_runs[s_] += int(run.sum())
+            progress(n_pos)
+    rates = [r / n_chain if n_chain else 0.0 for r in chain_runs]
+    cond = []
+    prev = 1.0
+    for r in rates:
+        cond.append(r / prev if prev > 0 else 0.0)
+        prev = r
+    tau = 1.0 + sum(rates)
+    return WiringResult(
+        w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
+        top1=round(n_top1 / n_pos, 4) if n_pos else None,
+        top5=round(n_top5 / n_pos, 4) if n_pos else None,
+        step_accept=[round(a, 4) for a in cond],
+        predicted_accept_len=round(tau, 4),
+        tokens_per_s=round(fwd_tokens / fwd_s, 1) if fwd_s > 0 else None,
+        positions=n_pos, chain_positions=n_chain, note=w.note, source=w.source,
+    )
+
+
+# -- script entry ----------------------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return list(wr.parse_ids(text))
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="accuracy.py", description=__doc__.splitlines()[0])
+    p.add_argument("--draft", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--target")
+    p.add_argument("--wiring", action="append", default=[])
+    p.add_argument("--samples", type=int, default=20000)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--data-slots")
+    p.add_argument("--num-layers", type=int)
+    p.add_argument("--labels", default="auto", choices=["auto", "target", "tokens"])
+    p.add_argument("--max-len", type=int, default=4096)
+    p.add_argument("--batch-tokens", type=int, default=16384)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--no-stdin-watch", action="store_true", help="keep running when stdin closes")
+    a = p.parse_args(argv)
+    opts = CheckOptions(a.draft, a.data, a.target, a.wiring, a.samples, a.steps, a.device, a.dtype,
+                        _ints(a.data_slots) if a.data_slots else None, a.num_layers, a.labels, a.max_len,
+                        a.batch_tokens, a.threads)
+    return opts, not a.no_stdin_watch
+
+
+def _watch_stdin() -> None:
+    """End the process when stdin reaches EOF: the caller (an SSH channel) is gone."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    os._exit(0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts, watch = parse_args(argv)
+    if watch:
+        threading.Thread(target=_watch_stdin, daemon=True).start()
+    lock = threading.Lock()
+
+    def emit(event: dict) -> None:
+        line = json.dumps(event, default=_json_default)
+        with lock:
+            try:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                os._exit(0)
+
+    try:
+        run_check(opts, emit)
+    except ck.BadInput as err:
+        emit({"event": "error", "kind": "input", "message": str(err)})
+        return 2
+    except MemoryError:
+        emit({"event": "error", "kind": "memory", "message": "out of memory: lower --samples or --batch-tokens"})
+        return 3
+    except Exception as err:  # report, never a bare traceback on the wire
+        import traceback
+
+        emit({"event": "error", "kind": "internal", "message": f"{type(err).__name__}: {err}",
+              "traceback": traceback.format_exc().splitlines()[-8:]})
+        return 1
+    return 0
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, tuple):
+        return list(o)
+    return str(o)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

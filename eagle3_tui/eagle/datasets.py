@@ -1,0 +1,346 @@
+"""Readers for the three on-disk layouts of EAGLE-3 training data, with the alignment each uses.
+
+Layouts (research/eagle3_formats.md §1.1, §2.2):
+
+* ``speculators-v1``: ``torch.save`` dict per sample (``*.pt``): ``input_ids [T]``, ``loss_mask [T]``,
+  ``hidden_states`` a list of ``[T, H]`` (the last entry is the verifier's last state; the trainer
+  feeds ``cat(hidden_states[:-1])``).
+* ``speculators``: ``hidden_states/hs_{i}.safetensors`` with ``hidden_states [T, S, H]`` and
+  ``token_ids [T]`` (the trainer feeds ``hidden_states[:, :-1]``); the loss mask normally lives in an
+  Arrow dataset, so a ``loss_mask`` key in the file is used when present, else every position counts.
+* ``specforge``: ``torch.save`` dict per sample (``*.ckpt``, ``*.ckpt.gz``): ``aux_hidden_state
+  [1, T, A*H]`` (A slots), ``hidden_state [1, T, H]`` (the target's final, post-norm state),
+  ``input_ids``, ``loss_mask``.
+
+Alignment (all three): draft position t reads aux ``g_t`` and token ``x_{t+1}`` and predicts the
+target's token after ``x_{t+1}``. speculators shifts the loss mask with the inputs (mask at t+1),
+SpecForge keeps it at t (``mask_shift`` 1 or 0).
+
+torch is imported inside functions; this file is also copied flat next to accuracy.py.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import gzip
+import io
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+if __package__:
+    from .checkpoint import BadInput
+else:  # plain file beside accuracy.py
+    from checkpoint import BadInput  # type: ignore[no-redef]
+
+LAYOUTS: tuple[str, ...] = ("speculators-v1", "speculators", "specforge")
+
+
+@dataclass
+class Sample:
+    """One sequence: `slots` are S tensors [T, H] in the data's slot order."""
+
+    file: str
+    input_ids: Any  # LongTensor [T]
+    loss_mask: Any  # BoolTensor [T]
+    slots: list[Any]
+    final: Any = None  # [T, H] the target's last state when the layout stores one
+    final_normed: bool = False
+    counted: Any = None  # BoolTensor [T]: draft positions in the bounded sample (set by `load`)
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+@dataclass
+class DataSet:
+    layout: str
+    files: list[str]
+    samples: list[Sample]
+    num_slots: int
+    hidden_size: int
+    training_slots: tuple[int, ...]  # which slots the layout's trainer feeds fc
+    mask_shift: int  # loss mask index for draft position t is t + mask_shift
+    final_slot: int | None  # slot that is the verifier's last state (speculators), if any
+    notes: list[str] = field(default_factory=list)
+    positions: int = 0  # counted (loss-masked, labelled) draft positions in the sample
+    total_files: int = 0
+
+
+def natural_key(path: str) -> list[Any]:
+    """data_2 before data_10."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path)]
+
+
+def expand(pattern: str) -> list[str]:
+    """Files a --data argument names: a glob, a file, or a directory (searched for known files)."""
+    pattern = os.path.expanduser(pattern)
+    if os.path.isdir(pattern):
+        hits = []
+        for pat in ("*.pt", "*.ckpt", "*.ckpt.gz", "hidden_states/hs_*.safetensors", "*.safetensors"):
+            hits = _glob.glob(os.path.join(pattern, pat))
+            if hits:
+                break
+    else:
+        hits = _glob.glob(pattern, recursive=True)
+    files = sorted((h for h in hits if os.path.isfile(h)), key=natural_key)
+    if not files:
+        raise BadInput(f"the data pattern {pattern} matches no files (expected speculators .pt, "
+                       f"hidden_states/hs_*.safetensors or SpecForge .ckpt files)")
+    return files
+
+
+def layout_of(path: str) -> str:
+    if path.endswith(".safetensors"):
+        return "speculators"
+    if path.endswith((".ckpt", ".ckpt.gz")):
+        return "specforge"
+    if path.endswith((".pt", ".pth")):
+        return "speculators-v1"
+    raise BadInput(f"{path} is not a known training-data file (expected .pt, .safetensors or .ckpt)")
+
+
+def _torch_load(path: str) -> Any:
+    import torch
+
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                buf = io.BytesIO(f.read())
+            return torch.load(buf, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # torch raises many types for a broken file
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInput(f"{path} could not be read as a torch.save file ({text[:160]})") from None
+
+
+def _need(d: Any, key: str, path: str, what: str) -> Any:
+    if not isinstance(d, dict) or key not in d:
+        have = ", ".join(sorted(map(str, d))) if isinstance(d, dict) else type(d).__name__
+        raise BadInput(f"{path} has no {key!r} (expected {what}; it holds {have})")
+    return d[key]
+
+
+def _as_2d(t: Any, path: str, key: str) -> Any:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise BadInput(f"{path}: {key!r} is not a tensor")
+    if t.dim() == 3 and t.shape[0] == 1:
+        t = t[0]
+    if t.dim() != 2:
+        raise BadInput(f"{path}: {key!r} has shape {list(t.shape)} (expected [seq_len, hidden])")
+    return t
+
+
+def _ids(t: Any, path: str, key: str) -> Any:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        t = torch.as_tensor(t)
+    t = t.reshape(-1).long()
+    return t
+
+
+def read_sample(path: str, layout: str | None = None) -> tuple[Sample, dict[str, Any]]:
+    """One file -> Sample plus layout facts (training slots, mask shift, final slot)."""
+    import torch
+
+    layout = layout or layout_of(path)
+    if layout == "speculators":
+        from safetensors import SafetensorError  # type: ignore[attr-defined]
+        from safetensors.torch import load_file
+
+        try:
+            d = load_file(path)
+        except (SafetensorError, OSError, ValueError) as err:
+            raise BadInput(f"{path} is not a readable safetensors file ({str(err)[:160]})") from None
+        hs = _need(d, "hidden_states", path, "hidden states [seq_len, num_layers, hidden]")
+        if hs.dim() != 3:
+            raise BadInput(f"{path}: 'hidden_states' has shape {list(hs.shape)} (expected [seq_len, num_layers, hidden])")
+        ids = _ids(_need(d, "token_ids", path, "token ids [seq_len]"), path, "token_ids")
+        t = hs.shape[0]
+        mask = d["loss_mask"].reshape(-1).bool() if "loss_mask" in d else torch.ones(t, dtype=torch.bool)
+        slots = [hs[:, i] for i in range(hs.shape[1])]
+        s = hs.shape[1]
+        facts = {"training_slots": tuple(range(s - 1)), "mask_shift": 1, "final_slot": s - 1,
+                 "has_mask": "loss_mask" in d}
+        sample = Sample(path, ids, mask, slots)
+    elif layout == "speculators-v1":
+        d = _torch_load(path)
+        if isinstance(d, dict) and "aux_hidden_state" in d:
+            return read_sample(path, "specforge")
+        lst = _need(d, "hidden_states", path, "a list of hidden states [seq_len, hidden]")
+        if isinstance(lst, torch.Tensor):
+            lst = [lst[i] for i in range(lst.shape[0])] if lst.dim() == 3 else [lst]
+        if not isinstance(lst, (list, tuple)) or not lst:
+            raise BadInput(f"{path}: 'hidden_states' is not a list of tensors (expected speculators v1 data)")
+        slots = [_as_2d(x, path, "hidden_states") for x in lst]
+        ids = _ids(_need(d, "input_ids", path, "token ids [seq_len]"), path, "input_ids")
+        mask = _need(d, "loss_mask", path, "a loss mask [seq_len]")
+        mask = torch.as_tensor(mask).reshape(-1).bool()
+        s = len(slots)
+        facts = {"training_slots": tuple(range(s - 1)), "mask_shift": 1, "final_slot": s - 1, "has_mask": True}
+        sample = Sample(path, ids, mask, slots)
+    elif layout == "specforge":
+        d = _torch_load(path)
+        aux = _as_2d(_need(d, "aux_hidden_state", path, "aux hidden states [1, seq_len, A*hidden]"), path,
+                     "aux_hidden_state")
+        final = d.get("hidden_state") if isinstance(d, dict) else None
+        final = _as_2d(final, path, "hidden_state") if final is not None else None
+        ids = _ids(_need(d, "input_ids", path, "token ids [seq_len]"), path, "input_ids")
+        mask = torch.as_tensor(_need(d, "loss_mask", path, "a loss mask [seq_len]")).reshape(-1).bool()
+        if final is not None:
+            h = final.shape[-1]
+        else:
+            h = aux.shape[-1] // 3
+        if aux.shape[-1] % h:
+            raise BadInput(f"{path}: 'aux_hidden_state' is {aux.shape[-1]} wide, not a multiple of the hidden size {h}")
+        a = aux.shape[-1] // h
+        slots = [aux[:, i * h : (i + 1) * h] for i in range(a)]
+        facts = {"training_slots": tuple(range(a)), "mask_shift": 0, "final_slot": None, "has_mask": True}
+        sample = Sample(path, ids, mask, slots, final=final, final_normed=True)
+    else:
+        raise BadInput(f"unknown data layout {layout!r} (known: {', '.join(LAYOUTS)})")
+    t = sample.length
+    for i, x in enumerate(sample.slots):
+        if x.shape[0] != t:
+            raise BadInput(f"{path}: hidden-state slot {i} has {x.shape[0]} positions but the token ids have {t}")
+    if sample.loss_mask.shape[0] != t:
+        raise BadInput(f"{path}: the loss mask has {sample.loss_mask.shape[0]} positions but the token ids have {t}")
+    return sample, facts
+
+
+def counted_positions(sample: Sample, mask_shift: int) -> Any:
+    """Bool [T]: draft positions t that count: the token after x_{t+1} exists (t <= T-3) and the
+    loss mask at t + mask_shift is set."""
+    import torch
+
+    t = sample.length
+    ok = torch.zeros(t, dtype=torch.bool)
+    if t >= 3:
+        idx = torch.arange(t - 2)
+        ok[: t - 2] = sample.loss_mask[idx + mask_shift]
+    return ok
+
+
+def load(pattern: str, *, max_positions: int = 20000, max_len: int = 4096,
+         expect_slots: int | None = None, expect_hidden: int | None = None) -> DataSet:
+    """Read files (natural order) until `max_positions` counted positions are in hand.
+
+    Every file is checked against the first: the same number of slots and hidden size.
+    Sequences longer than `max_len` are cut (attention memory is quadratic in T).
+    """
+    files = expand(pattern)
+    layout = layout_of(files[0])
+    samples: list[Sample] = []
+    facts0: dict[str, Any] | None = None
+    positions = 0
+    notes: list[str] = []
+    for path in files:
+        if layout_of(path) != layout:
+            raise BadInput(f"{path} is {layout_of(path)} data but {files[0]} is {layout} data (one layout per check)")
+        sample, facts = read_sample(path, layout)
+        s, h = len(sample.slots), int(sample.slots[0].shape[-1])
+        if facts0 is None:
+            facts0 = facts
+            s0, h0 = s, h
+            if expect_slots is not None and s < expect_slots:
+                raise BadInput(f"{path} holds {s} hidden-state slots but the draft's fc takes {expect_slots} "
+                               f"(expected at least {expect_slots} slots of {expect_hidden or h})")
+            if expect_hidden is not None and h != expect_hidden:
+                raise BadInput(f"{path} holds hidden states {h} wide but the draft expects {expect_hidden} "
+                               f"(its fc width divided by the number of aux states)")
+            if not facts.get("has_mask", True):
+                notes.append(f"{layout} files carry no loss mask here (speculators keeps it in an Arrow "
+                             f"dataset): every position counts")
+        elif s != s0 or h != h0:
+            raise BadInput(f"{path} holds {s} slots of {h} but {files[0]} holds {s0} slots of {h0} "
+                           f"(expected the same in every file)")
+        if sample.length > max_len:
+            sample = Sample(sample.file, sample.input_ids[:max_len], sample.loss_mask[:max_len],
+                            [x[:max_len] for x in sample.slots],
+                            None if sample.final is None else sample.final[:max_len], sample.final_normed)
+        ok = counted_positions(sample, facts["mask_shift"])
+        n = int(ok.sum())
+        if n == 0:
+            continue
+        if positions + n > max_positions:
+            keep = max_positions - positions
+            ok = ok & (ok.cumsum(0) <= keep)
+            n = keep
+        sample.counted = ok
+        samples.append(sample)
+        positions += n
+        if positions >= max_positions:
+            break
+    assert facts0 is not None
+    if not samples:
+        raise BadInput(f"no file matching {pattern} has a position to check (every loss mask is empty)")
+    return DataSet(layout, files, samples, s0, h0, tuple(facts0["training_slots"]), int(facts0["mask_shift"]),
+                   facts0["final_slot"], notes, positions, len(files))
+
+
+@dataclass(frozen=True)
+class SlotProbe:
+    """One data slot: its mean L2 norm and whether it looks like an embedding output."""
+
+    slot: int
+    mean_norm: float
+    embed_like: bool
+    embed_cosine: float | None = None  # cosine with the target's embedding of the input tokens
+    boundary: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"slot": self.slot, "mean_norm": self.mean_norm, "embed_like": self.embed_like,
+                "embed_cosine": self.embed_cosine, "boundary": self.boundary}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SlotProbe:
+        return cls(int(d["slot"]), float(d["mean_norm"]), bool(d["embed_like"]),
+                   None if d.get("embed_cosine") is None else float(d["embed_cosine"]),
+                   None if d.get("boundary") is None else int(d["boundary"]))
+
+
+def norm_probe(ds: DataSet, *, embed: Any = None, slot_boundaries: Any = None, limit: int = 4096) -> list[SlotProbe]:
+    """Mean L2 norm per slot over up to `limit` positions; the embedding slot stands out.
+
+    An embedding output is far smaller than layer outputs (the seeds: ~1.0 against 37-174). With
+    the target's embedding at hand the test is exact: the slot equals E[input_ids] (cosine ~1).
+    """
+    import torch
+
+    norms: list[list[float]] = [[] for _ in range(ds.num_slots)]
+    cos: list[list[float]] = [[] for _ in range(ds.num_slots)]
+    left = limit
+    for smp in ds.samples:
+        if left <= 0:
+            break
+        n = min(left, smp.length)
+        left -= n
+        e = None
+        if embed is not None and int(smp.input_ids.max()) < embed.shape[0] and embed.shape[1] == ds.hidden_size:
+            e = embed[smp.input_ids[:n]].float()
+        for i, x in enumerate(smp.slots):
+            xf = x[:n].float()
+            norms[i].append(float(xf.norm(dim=-1).mean()))
+            if e is not None:
+                cos[i].append(float(torch.nn.functional.cosine_similarity(xf, e, dim=-1).mean()))
+    means = [sum(v) / len(v) if v else 0.0 for v in norms]
+    out = []
+    for i, m in enumerate(means):
+        others = sorted(x for j, x in enumerate(means) if j != i)
+        med = others[len(others) // 2] if others else m
+        c = (sum(cos[i]) / len(cos[i])) if cos[i] else None
+        if c is not None:
+            like = c > 0.99
+        else:
+            like = bool(others) and m > 0 and med / m >= 8.0 and math.isfinite(m)
+        b = None
+        if slot_boundaries is not None and i < len(slot_boundaries):
+            b = int(slot_boundaries[i])
+        out.append(SlotProbe(i, round(m, 4), like, None if c is None else round(c, 4), b))
+    return out
