@@ -98,7 +98,7 @@ class Eagle3App(App[int]):
         self.session: Any = session
         self._boot = boot
         self._start = start
-        self._on_exit = on_exit
+        self.on_exit_hook = on_exit
         self.hint = hint
         self.clock = clock
         self.keymap: dict[str, str] = dict(keymap or {})
@@ -113,7 +113,7 @@ class Eagle3App(App[int]):
         )
         self.jobs: dict[str, Worker[Any]] = {}
         self.restarting = False
-        self._quitting = False
+        self.quitting = False
 
     # -- themes ------------------------------------------------------------------------------------
     def _register_themes(self, dirs: list[Path]) -> None:
@@ -347,8 +347,8 @@ class Eagle3App(App[int]):
         else:
             r = ev.result
             self.notify(
-                f"benchmark: {fmt_num(getattr(r, 'tokens_per_s', None), 1)} tok/s, "
-                f"accept len {fmt_num(getattr(r, 'accept_len', None))}",
+                f"{'baseline' if getattr(r, 'baseline', False) else 'benchmark'}: "
+                f"{fmt_num(getattr(r, 'output_tps', None), 1)} tok/s, accept len {fmt_num(getattr(r, 'accept_len', None))}",
                 timeout=6,
             )
 
@@ -475,6 +475,14 @@ class Eagle3App(App[int]):
     # -- tabs -----------------------------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        focus = {
+            "live": "#log",
+            "findings": "#findings-list",
+            "config": "#preset-list",
+            "accuracy": "#check-table",
+            "ledger": "#ledger-table",
+        }[tab]
+        self.query_one(focus).focus()
         if tab == "live":
             self._mark_charts()
 
@@ -658,16 +666,16 @@ class Eagle3App(App[int]):
         await self._shutdown()
 
     async def _shutdown(self) -> None:
-        if self._quitting:
+        if self.quitting:
             return
-        self._quitting = True
+        self.quitting = True
         for w in self.jobs.values():
             if w.is_running:
                 w.cancel()
-        if self.session is not None and self._on_exit is not None:
+        if self.session is not None and self.on_exit_hook is not None:
             self.notify("stopping…", timeout=30)
             try:
-                await self._on_exit(self.session)
+                await self.on_exit_hook(self.session)
             except Exception as err:  # quitting must not crash; say what was left behind
                 self.notify(f"while quitting: {_err_text(err)}", severity="error")
         self.exit(0)

@@ -13,7 +13,11 @@ from textual.widgets import DataTable, Label, ProgressBar
 
 # Keys pulled out of a row's config/results into their own columns, in this order.
 _CONFIG_KEYS = ("preset", "steps", "topk", "draft_tokens", "boundaries")
-_RESULT_KEYS = ("accept_len", "tokens_per_s", "gen_tps", "speedup")
+_RESULT_KEYS: tuple[tuple[str, ...], ...] = (
+    ("accept_len", "accept_len_log", "accept_len_client"),
+    ("tok_s", "output_tps"),
+    ("speedup",),
+)
 
 
 def _short(value: Any) -> str:
@@ -35,7 +39,9 @@ def row_cells(row: Any) -> list[str]:
     when = time.strftime("%m-%d %H:%M", time.localtime(ts)) if isinstance(ts, (int, float)) else _short(ts)
     cells = [_short(data.get("id")), when, _short(data.get("kind")), _short(data.get("host"))]
     cells += [_short(config.get(k)) for k in _CONFIG_KEYS]
-    cells += [_short(results.get(k)) for k in _RESULT_KEYS]
+    cells += [
+        _short(next((results[k] for k in keys if results.get(k) is not None), None)) for keys in _RESULT_KEYS
+    ]
     cells.append(_short(data.get("note") or ""))
     return cells
 
@@ -59,7 +65,7 @@ class LedgerPane(Vertical):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(
-            "#", "when", "kind", "host", *_CONFIG_KEYS, "accept len", "tok/s", "gen tok/s", "speedup", "note"
+            "#", "when", "kind", "host", *_CONFIG_KEYS, "accept len", "tok/s", "speedup", "note"
         )
 
     def set_rows(self, rows: Sequence[Any]) -> None:

@@ -182,6 +182,7 @@ class LogPane(Vertical):
         box = self.query_one("#log-filter", Input)
         box.value = self.filter_text
         box.focus()
+        box.select_all()  # typing replaces the old filter; arrows keep it
 
     def close_filter(self) -> None:
         self.remove_class("filtering")

@@ -1,0 +1,186 @@
+"""Pilot tests of the console's keys on a real Session holding recorded state (no server needed):
+log filter / invert / pause / wrap / g G, chart window and data, help, palette, themes, readonly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Log, TabbedContent
+
+from eagle3_tui.ui.app import Eagle3App
+from eagle3_tui.ui.screens.help import HelpScreen
+from eagle3_tui.ui.themes import builtin_theme_dir
+from eagle3_tui.ui.widgets.charts import TimeChart
+from eagle3_tui.ui.widgets.findings import FindingsPane
+from eagle3_tui.ui.widgets.log_pane import LogPane
+from tests.ui.recorded import recorded_lines, recorded_session
+
+
+def make_app(tmp_path: Path, **kw) -> Eagle3App:
+    session, t_end = recorded_session(tmp_path, readonly=kw.pop("readonly", False))
+    return Eagle3App(
+        session,
+        clock=lambda: t_end,
+        theme_dirs=[builtin_theme_dir()],
+        screenshot_dir=tmp_path / "shots",
+        **kw,
+    )
+
+
+def log_text(app: Eagle3App) -> list[str]:
+    return list(app.query_one("#log", Log).lines)
+
+
+async def feed(app: Eagle3App, pilot, lines: list[str]) -> None:
+    app.query_one(LogPane).add_lines(lines)
+    app.query_one(LogPane).flush()
+    await pilot.pause()
+
+
+async def test_filter_invert_pause_wrap_and_scroll(tmp_path):
+    app = make_app(tmp_path)
+    lines = recorded_lines()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, lines)
+        assert len(log_text(app)) == len(lines)
+        # `/` regex filter
+        await pilot.press("slash")
+        assert app.focused is not None and app.focused.id == "log-filter"
+        await pilot.press(*"WARNING|Error", "enter")
+        shown = log_text(app)
+        assert shown and all(("WARNING" in ln or "Error" in ln) for ln in shown)
+        # `!` inverts
+        await pilot.press("slash", *"!Decode", "enter")
+        shown = log_text(app)
+        assert shown and not any("Decode batch" in ln for ln in shown)
+        # a bad regex keeps the old filter and says so
+        await pilot.press("slash", *"(unclosed", "enter")
+        assert app.query_one(LogPane).filter_text == "!Decode"
+        await pilot.press("escape")
+        # clearing the filter shows everything again
+        await pilot.press("slash", "backspace", "enter")
+        assert len(log_text(app)) == len(lines)
+        # space pauses: new lines are held back and counted, resume writes them
+        await pilot.press("space")
+        assert app.query_one(LogPane).paused
+        await feed(app, pilot, ["held back while paused 1", "held back while paused 2"])
+        assert "held back while paused 1" not in log_text(app)
+        assert app.query_one(LogPane).new_while_paused == 2
+        await pilot.press("space")
+        await pilot.pause()
+        assert log_text(app)[-1] == "held back while paused 2"
+        # g / G
+        log = app.query_one("#log", Log)
+        await pilot.press("g")
+        await pilot.pause()
+        assert log.scroll_y == 0
+        await pilot.press("G")
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        # w wraps long lines into several rows
+        before = len(log_text(app))
+        await pilot.press("w")
+        await pilot.pause()
+        assert len(log_text(app)) > before
+        assert max(len(ln) for ln in log_text(app)) < 120
+
+
+async def test_charts_draw_recorded_data_with_references_and_window(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.8)
+        chart = app.query_one("#chart-accept", TimeChart)
+        assert chart.draws >= 1 and chart.points_drawn > 0
+        data = app._tps_data(200)
+        assert ("baseline" in data.references[0][1]) and data.references[0][0] == 90.0
+        assert any("preset" in label for _, label in data.markers)
+        # the newest recorded accept length (2.5-2.8 after the fix) is at the right end
+        assert data.xs[-1] <= 0 and 70 < data.ys[-1] < 90
+        narrow = app._accept_data(200)
+        await pilot.press("minus")
+        assert app.window_s == 60.0
+        short = app._accept_data(200)
+        assert len(short.xs) < len(narrow.xs)
+        await pilot.press("plus", "plus")
+        assert app.window_s == 900.0
+        # charts only redraw when visible: switch away, mark dirty, no new draw
+        await pilot.press("2")
+        draws = chart.draws
+        app._mark_charts()
+        await pilot.pause(1.1)
+        assert chart.draws == draws
+        await pilot.press("1")
+        await pilot.pause(1.1)
+        assert chart.draws > draws
+
+
+async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        assert app.query_one(TabbedContent).active == "findings"
+        pane = app.query_one(FindingsPane)
+        assert pane.findings and pane.findings[0].rule_id == app.session.findings[0].rule_id
+        detail = str(pane.query_one("#finding-detail").render())
+        assert "Evidence" in detail and "Fix" in detail
+        await pilot.press("down")
+        assert pane.findings[1].title in str(pane.query_one("#finding-detail").render())
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        for key in ("Filter the log", "Run the standalone accuracy check", "Apply preset", "ctrl+s"):
+            assert key in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        # the palette lists the app's actions and themes; picking a theme switches it
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Theme: eagle3-light")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.theme == "eagle3-light"
+        assert app.theme_variables["accept-good"].lower() == "#1b7f3b"
+        await pilot.press("t")
+        assert app.theme != "eagle3-light"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert list((tmp_path / "shots").glob("*.svg"))
+
+
+async def test_keymap_from_profile_rebinds_by_id(tmp_path):
+    app = make_app(tmp_path, keymap={"log-pause": "x", "help": "f2"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("x")
+        assert app.query_one(LogPane).paused
+        await pilot.press("f2")
+        assert isinstance(app.screen, HelpScreen)
+        assert "x" in str(app.screen.query_one("#help-text").render())
+
+
+async def test_readonly_hides_changing_actions(tmp_path):
+    app = make_app(tmp_path, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        for action in ("rollback", "restart", "apply_preset"):
+            assert app.check_action(action, ()) is False
+        await pilot.press("R")
+        await pilot.press("u")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]  # no confirmation popped up
+        assert "READONLY" in str(app.query_one("#status").render())
+
+
+async def test_bad_user_theme_is_a_toast_not_a_crash(tmp_path):
+    user = tmp_path / "themes"
+    user.mkdir()
+    (user / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    (user / "mine.toml").write_text(
+        'name = "mine"\nprimary = "#123456"\n[variables]\naccept-good = "#00aa00"\n'
+    )
+    session, t_end = recorded_session(tmp_path)
+    app = Eagle3App(session, clock=lambda: t_end, theme_dirs=[builtin_theme_dir(), user], theme_name="mine")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.theme == "mine"
+        assert app.theme_variables["accept-good"] == "#00aa00"
+        assert any("broken.toml" in n.message for n in app._notifications)
