@@ -1,0 +1,322 @@
+"""Headless commands on an attached host: doctor, watch, bench, apply, restart, rollback, presets.
+
+Each builds the same `Session` the console uses (one restart path, one ledger). `--readonly`
+refuses every change before anything is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+NAMES = ("doctor", "watch", "bench", "apply", "restart", "rollback", "presets")
+_CHANGING = {"apply": "apply a preset", "restart": "restart the server", "rollback": "roll back"}
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        p = subparsers.add_parser(name, parents=[common], help=help_, description=help_)
+        p.add_argument("--port", type=int, help="the server's port, when several servers run on the host")
+        p.set_defaults(func=run, hostcmd=name)
+        return p
+
+    p = add("doctor", "diagnose the served draft: findings with evidence and a fix")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+
+    p = add("watch", "follow the server log and print a line per decode stat")
+    p.add_argument("--no-ui", action="store_true", help="print lines instead of opening the console")
+    p.add_argument("--count", type=int, metavar="N", help="stop after N decode lines")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+
+    p = add("bench", "benchmark the server through its HTTP API and record the run in the ledger")
+    p.add_argument("--baseline", action="store_true", help="mark the run as the no-speculation baseline")
+    p.add_argument("-n", "--num-prompts", type=int, default=16, metavar="N", help="requests to send (default 16)")
+    p.add_argument("-c", "--concurrency", type=int, default=4, metavar="C", help="requests in flight (default 4)")
+    p.add_argument("--max-tokens", type=int, default=128, metavar="M", help="tokens per request (default 128)")
+    p.add_argument("--prompts", metavar="FILE", help="prompts: one per line, JSON lines or a JSON list")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = add("apply", "apply a preset (layer ids or launch flags) and restart the server")
+    p.add_argument("preset", help="preset name (see `eagle3-tui presets`)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    p = add("restart", "restart the server with the same command, environment and directory")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    p = add("rollback", "restore the config (or launch command) from before the last preset and restart")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    add("presets", "list the presets with the boundaries they mean for this target")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from eagle3_tui.session import ReadOnlyError
+
+    name = args.hostcmd
+    if args.readonly and name in _CHANGING:
+        raise ReadOnlyError(f"read-only: refusing to {_CHANGING[name]} (drop --readonly to allow changes)")
+    if name == "watch" and not args.no_ui:
+        from eagle3_tui.ui.launch import run_console
+
+        return run_console(args)
+    return asyncio.run(_run(args))
+
+
+def _profile(args: argparse.Namespace) -> Any:
+    from eagle3_tui.profile import load_profile
+
+    overrides: dict[str, Any] = {"port": args.port}
+    if args.accept_new_host_key:
+        overrides["accept_new_host_key"] = True
+    return load_profile(args.host, args.profile, overrides, local=args.local)
+
+
+def _confirm(args: argparse.Namespace, question: str) -> None:
+    from eagle3_tui.errors import UserError
+
+    if getattr(args, "yes", False):
+        return
+    if not sys.stdin.isatty():
+        raise UserError(f"{question} needs confirmation: run it again with --yes")
+    answer = input(f"{question} [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise UserError("cancelled")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from eagle3_tui.session import Session
+
+    session = Session(_profile(args), readonly=args.readonly)
+    try:
+        await session.attach()
+        handler = {
+            "doctor": _doctor,
+            "watch": _watch,
+            "bench": _bench,
+            "apply": _apply,
+            "restart": _restart,
+            "rollback": _rollback,
+            "presets": _presets,
+        }[args.hostcmd]
+        return await handler(session, args)
+    finally:
+        await session.close()
+
+
+def _server_line(session: Any) -> str:
+    s = session.server
+    spec = (f"steps {s.steps} topk {s.topk} draft tokens {s.draft_tokens}" if s.speculative
+            else "no speculation")
+    where = f"pid {s.pid}" if s.pid else "no process"
+    return f"server: {s.state} ({where}, port {s.port}); {spec}; log {s.log_path or '?'}"
+
+
+async def _doctor(session: Any, args: argparse.Namespace) -> int:
+    import json
+
+    findings = await session.refresh_findings()
+    if args.json:
+        print(json.dumps({"host": session.profile.name, "server": _server_json(session),
+                          "findings": [f.to_dict() for f in findings]}, indent=2))
+        return 0
+    print(_server_line(session))
+    if not findings:
+        print("no findings: nothing the doctor knows of is wrong")
+    for f in findings:
+        print(f.to_text())
+    return 0
+
+
+def _server_json(session: Any) -> dict[str, Any]:
+    s = session.server
+    return {"state": s.state, "pid": s.pid, "port": s.port, "speculative": s.speculative, "steps": s.steps,
+            "topk": s.topk, "draft_tokens": s.draft_tokens, "requested_draft_tokens": s.requested_draft_tokens,
+            "layer_ids": list(s.layer_ids) if s.layer_ids is not None else None,
+            "boundaries": list(s.boundaries) if s.boundaries is not None else None,
+            "log_path": s.log_path}
+
+
+def format_decode(ev: Any, telemetry: Any) -> str:
+    """One line per decode stat: time, accept length, both accept rates, tok/s, queue."""
+    import time
+
+    from eagle3_tui.telemetry.metrics import tool_accept_rate
+
+    t = time.strftime("%H:%M:%S", time.localtime(ev.timestamp or time.time()))
+    parts = [t]
+    if ev.accept_len is not None:
+        parts.append(f"accept len {ev.accept_len:5.2f}")
+        rate = tool_accept_rate(ev.accept_len, telemetry.num_steps)
+        if rate is not None:
+            parts.append(f"per-draft-token {rate:5.1%}")
+    if ev.accept_rate is not None:
+        parts.append(f"sglang rate {ev.accept_rate:.2f}")
+    if ev.gen_throughput is not None:
+        parts.append(f"gen {ev.gen_throughput:7.2f} tok/s")
+    parts.append(f"running {ev.running_req if ev.running_req is not None else '?'}")
+    parts.append(f"queue {ev.queue_req if ev.queue_req is not None else '?'}")
+    return "  ".join(parts)
+
+
+async def _watch(session: Any, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.session import LogBatch
+    from eagle3_tui.sglang.logline import DecodeStats
+
+    if not session.server.log_path:
+        raise UserError("the server's log file is unknown: give log_path in the profile")
+    print(_server_line(session), flush=True)
+    done = asyncio.Event()
+    seen = 0
+
+    def on_event(ev: Any) -> None:
+        nonlocal seen
+        if isinstance(ev, LogBatch):
+            for e in ev.events:
+                if isinstance(e, DecodeStats):
+                    print(format_decode(e, session.telemetry), flush=True)
+                    seen += 1
+                    if args.count and seen >= args.count:
+                        done.set()
+
+    session.add_listener(on_event)
+    try:
+        await asyncio.wait_for(done.wait(), timeout=args.duration)
+    except asyncio.TimeoutError:
+        pass
+    return 0
+
+
+async def _bench(session: Any, args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.sglang.client import load_prompts
+
+    prompts = None
+    if args.prompts:
+        try:
+            prompts = load_prompts(Path(args.prompts).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise UserError(f"cannot read {args.prompts}: {err.strerror or err}") from None
+    r = await session.benchmark(baseline=args.baseline, prompts=prompts, num_prompts=args.num_prompts,
+                                concurrency=args.concurrency, max_tokens=args.max_tokens)
+    if args.json:
+        print(json.dumps(session._bench_results(r), indent=2, default=str))
+        return 0
+    print(_server_line(session))
+    print(format_bench(r, session.telemetry.baseline_tps))
+    return 0
+
+
+def format_bench(r: Any, baseline_tps: float | None) -> str:
+    from eagle3_tui.telemetry.metrics import speedup
+
+    def f(v: float | None, fmt: str = "{:.2f}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    lines = [
+        f"{'baseline ' if r.baseline else ''}benchmark: {r.ok}/{r.num_prompts} requests ok, concurrency "
+        f"{r.concurrency}, max tokens {r.max_tokens}, {r.duration_s:.1f} s",
+        f"  output tok/s      {r.output_tps:.2f}",
+        f"  latency p50/p90   {f(r.latency_p50_s)} s / {f(r.latency_p90_s)} s",
+        f"  accept length     {f(r.accept_len)} (log {f(r.accept_len_log)}, requests {f(r.accept_len_client)}, "
+        f"server {f(r.accept_len_server)})",
+    ]
+    sp = speedup(r.output_tps, baseline_tps)
+    if sp is not None and not r.baseline:
+        lines.append(f"  vs baseline       {sp:.2f}x ({baseline_tps:.2f} tok/s)")
+    if r.errors:
+        lines.append(f"  errors            {r.errors}: {r.error_messages[0] if r.error_messages else ''}")
+    return "\n".join(lines)
+
+
+def _print_plan(plan: Any) -> None:
+    print(f"preset {plan.preset.name} ({plan.preset.kind}) -> {plan.path}")
+    print(plan.diff.rstrip() if plan.diff else "(no change)")
+    for w in plan.warnings:
+        print(f"note: {w}")
+    for p in plan.problems:
+        print(f"problem: {p}")
+
+
+def _progress_printer(ev: Any) -> None:
+    from eagle3_tui.session import RestartProgress
+
+    if isinstance(ev, RestartProgress):
+        print(f"[{ev.elapsed_s:6.1f}s] {ev.phase}: {ev.message}", flush=True)
+
+
+def _print_failure(session: Any) -> None:
+    if session.server.state == "failed" and session.server.log_tail:
+        print("last lines of the server log:", file=sys.stderr)
+        for line in session.server.log_tail:
+            print(f"  {line}", file=sys.stderr)
+
+
+async def _apply(session: Any, args: argparse.Namespace) -> int:
+    from eagle3_tui.errors import UserError
+
+    plan = await session.plan_apply(args.preset)
+    _print_plan(plan)
+    if plan.problems:
+        raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
+    _confirm(args, f"apply {plan.preset.name} and restart the server?")
+    session.add_listener(_progress_printer)
+    try:
+        await session.apply(plan)
+    except UserError:
+        _print_failure(session)
+        raise
+    print(_server_line(session))
+    return 0
+
+
+async def _restart(session: Any, args: argparse.Namespace) -> int:
+    from eagle3_tui.errors import UserError
+
+    _confirm(args, "restart the server?")
+    session.add_listener(_progress_printer)
+    try:
+        await session.restart()
+    except UserError:
+        _print_failure(session)
+        raise
+    print(_server_line(session))
+    return 0
+
+
+async def _rollback(session: Any, args: argparse.Namespace) -> int:
+    from eagle3_tui.errors import UserError
+
+    _confirm(args, "roll back the last preset and restart the server?")
+    session.add_listener(_progress_printer)
+    try:
+        await session.rollback()
+    except UserError:
+        _print_failure(session)
+        raise
+    print(_server_line(session))
+    return 0
+
+
+async def _presets(session: Any, args: argparse.Namespace) -> int:
+    from eagle3_tui.eagle.wiring import format_boundaries
+
+    active = session.server.active_preset
+    for p in session.presets():
+        mark = "*" if p.name == active else " "
+        if p.kind == "layers":
+            ids = "key absent" if p.layer_ids is None else "ids " + ",".join(map(str, p.layer_ids))
+            what = f"{ids} -> boundaries {format_boundaries(p.boundaries)}"
+        else:
+            what = ", ".join(f"--{k} {'(removed)' if v is None else v}" for k, v in p.flags.items())
+        src = "built-in" if p.builtin else "profile"
+        print(f"{mark} {p.name:18} {what}  [{src}] {p.description}")
+    return 0
