@@ -178,6 +178,9 @@ class Ledger:
             conn.execute("ROLLBACK")
             raise
 
+    def close(self) -> None:
+        """Nothing to release: each operation opens and closes its own connection."""
+
     # --- API ----------------------------------------------------------------------------------
 
     def record(
