@@ -107,6 +107,14 @@ def test_config_summary_cases() -> None:
     assert config_summary({}) == "-"
     assert config_summary({"layer_ids": None, "boundaries": [2, 5, 7]}) == "ids default = h2, h5, h7"
     assert config_summary({"speculative": False, "preset": "baseline"}) == "baseline; no speculation"
+    assert config_summary({"steps": 1, "topk": 1, "draft_tokens": 2, "requested_draft_tokens": 16}) == (
+        "steps 1 topk 1 draft 2 (asked 16)"
+    )
+
+
+def test_a_check_row_shows_its_predicted_accept_length(led: Ledger) -> None:
+    led.record("check", "h", {"layer_ids": [-1, 2, 30]}, {"predicted_accept_len": 3.2, "top1": 0.77})
+    assert "| 3.20 predicted |" in to_markdown(led.rows())
 
 
 def test_missing_file_reads_as_empty_and_is_not_created(tmp_path) -> None:

@@ -268,6 +268,9 @@ def config_summary(config: dict[str, Any]) -> str:
     else:
         spec = [f"{label} {config[k]}" for k, label in (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft"))
                 if config.get(k) is not None]
+        asked = config.get("requested_draft_tokens")
+        if spec and asked is not None and config.get("draft_tokens") is not None and asked != config["draft_tokens"]:
+            spec[-1] += f" (asked {asked})"
         if spec:
             parts.append(" ".join(spec))
         if "layer_ids" in config or config.get("boundaries"):
@@ -300,13 +303,14 @@ def _cells(rows: Sequence[LedgerRow]) -> list[list[str]]:
     table = []
     for r in rows:
         acc, tps, s = r.accept_len, r.tok_s, sp.get(r.id)
+        pred = _first_number(r.results, "predicted_accept_len")
         table.append([
             str(r.id),
             time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.ts)),
             r.kind + (" (baseline)" if r.is_baseline and r.kind != "baseline" else ""),
             r.host,
             config_summary(r.config),
-            f"{acc:.2f}" if acc is not None else "",
+            f"{acc:.2f}" if acc is not None else (f"{pred:.2f} predicted" if pred is not None else ""),
             f"{tps:.1f}" if tps is not None else "",
             f"{s:.2f}x" if s is not None else "",
             r.note,
