@@ -132,3 +132,41 @@ def test_empty_facts_give_no_findings_and_json_round_trips() -> None:
     for f in diagnose(seed_facts()):
         assert Finding.from_dict(json.loads(json.dumps(f.to_dict()))) == f
         assert f.rule_id in f.to_text()
+
+
+def test_doctor_on_a_real_speculators_style_checkpoint(tmp_path) -> None:
+    """A real draft dir (config.json + safetensors) exported in speculators style: the doctor names
+    the ignored key, the skipped tensors and the missing rope_theta from the files themselves."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from eagle3_tui.eagle.checkpoint import read_header
+
+    cfg = dict(DRAFT, eagle_aux_hidden_state_layer_ids=[0, 2, 6])
+    del cfg["rope_theta"]
+    text = json.dumps(cfg, indent=2)
+    (tmp_path / "config.json").write_text(text)
+    tensors = {
+        name: (np.zeros(info.shape, dtype=np.int64) if name == "d2t" else np.zeros(info.shape, dtype=np.float16))
+        for name, info in header(renamed=True).items()
+    }
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    head = read_header(str(tmp_path))
+    facts = Facts(
+        draft_config=DraftConfig.parse(text),
+        draft_config_path=str(tmp_path / "config.json"),
+        checkpoint_path=str(tmp_path),
+        checkpoint_tensors=head.tensors,
+        target_num_layers=10,
+        target_hidden_size=H,
+        target_rope_theta=500000.0,
+        data_slot_boundaries=(0, 2, 6, 9),
+    )
+    found = {f.rule_id: f for f in diagnose(facts)}
+    assert set(found) == {R.CONFIG_KEY_IGNORED, R.UNKNOWN_WEIGHTS, R.ROPE_THETA, R.WIRING_MISMATCH}
+    assert found[R.CONFIG_KEY_IGNORED].evidence[0].source == str(tmp_path / "config.json")
+    assert "[-1, 1, 5]" in found[R.CONFIG_KEY_IGNORED].fix
+    assert "10 tensors named layers.0.*" in found[R.UNKNOWN_WEIGHTS].evidence[0].detail
+    assert '"rope_theta": 500000' in found[R.ROPE_THETA].fix
+    # served: SGLang's default h2, h5, h7; trained: embed, h2, h6
+    assert "embed, h2, h6" in found[R.WIRING_MISMATCH].title and "h2, h5, h7" in found[R.WIRING_MISMATCH].title
