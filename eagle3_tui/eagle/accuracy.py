@@ -34,6 +34,7 @@ if __package__:
     from . import datasets as ds_mod
     from . import wiring as wr
 else:  # plain files copied side by side
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checkpoint as ck  # type: ignore[no-redef]
     import datasets as ds_mod  # type: ignore[no-redef]
     import wiring as wr  # type: ignore[no-redef]

@@ -27,12 +27,14 @@ import io
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 if __package__:
     from .checkpoint import BadInput
 else:  # plain file beside accuracy.py
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from checkpoint import BadInput  # type: ignore[no-redef]
 
 LAYOUTS: tuple[str, ...] = ("speculators-v1", "speculators", "specforge")

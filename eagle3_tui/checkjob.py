@@ -1,0 +1,151 @@
+"""The accuracy check as a job on a host: ship the script files, run them next to the data, stream back.
+
+The check must run where the hidden states are (often hundreds of GB on the GPU host), with the
+host's own Python and torch. So the plain files `accuracy.py` and its siblings are copied to a
+fresh temp directory on the host, run there with the given interpreter, their JSON lines streamed
+back as events, and the directory removed. Cancelling the awaiting task closes the stream, and the
+host-side watchdog ends the job (research/ssh.md: closing a channel alone does not).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from eagle3_tui.eagle.accuracy import CheckReport
+from eagle3_tui.errors import UserError
+from eagle3_tui.remote.host import Host
+
+# the files accuracy.py needs beside it (each imports its siblings as plain modules there)
+SCRIPT_FILES: tuple[str, ...] = ("accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py")
+_EAGLE_DIR = Path(__file__).with_name("eagle")
+
+_MKTEMP = "import tempfile; print(tempfile.mkdtemp(prefix='eagle3-check-'))"
+_PRECHECK = (
+    "import sys\n"
+    "missing = []\n"
+    "for m in ('torch', 'safetensors'):\n"
+    "    try:\n"
+    "        __import__(m)\n"
+    "    except Exception as e:\n"
+    "        missing.append('%s (%s)' % (m, e))\n"
+    "print('MISSING ' + '; '.join(missing) if missing else 'OK ' + sys.version.split()[0])\n"
+)
+
+EventHandler = Callable[[dict], Any]
+
+
+def script_sources() -> dict[str, bytes]:
+    return {name: (_EAGLE_DIR / name).read_bytes() for name in SCRIPT_FILES}
+
+
+def check_argv(
+    python: str,
+    script_dir: str,
+    *,
+    draft_dir: str,
+    data_glob: str,
+    target: str | None = None,
+    wirings: Sequence[str] = (),
+    samples: int = 20000,
+    steps: int = 3,
+    device: str = "cpu",
+    dtype: str = "float32",
+    data_slots: Sequence[int] | None = None,
+    num_layers: int | None = None,
+    labels: str = "auto",
+    batch_tokens: int | None = None,
+    threads: int | None = None,
+) -> list[str]:
+    """The command line on the host; every value is one argv element (data, never shell text)."""
+    argv = [python, "-u", f"{script_dir}/accuracy.py", "--no-stdin-watch",
+            "--draft", draft_dir, "--data", data_glob, "--samples", str(samples), "--steps", str(steps),
+            "--device", device, "--dtype", dtype, "--labels", labels]
+    if target:
+        argv += ["--target", target]
+    for w in wirings:
+        argv.append(f"--wiring={w}")  # one element, so a spec starting with '-' is not an option
+    if data_slots is not None:
+        argv += ["--data-slots", ",".join(str(int(x)) for x in data_slots)]
+    if num_layers is not None:
+        argv += ["--num-layers", str(int(num_layers))]
+    if batch_tokens is not None:
+        argv += ["--batch-tokens", str(int(batch_tokens))]
+    if threads is not None:
+        argv += ["--threads", str(int(threads))]
+    return argv
+
+
+async def run_check(
+    host: Host,
+    *,
+    draft_dir: str,
+    data_glob: str,
+    python: str | None = None,
+    on_event: EventHandler | None = None,
+    **options: Any,
+) -> CheckReport:
+    """Run the check on `host` and return its report; `on_event(event_dict)` sees every JSON line.
+
+    Bad input on the host (a truncated file, an empty glob, no CUDA) comes back as the script's
+    one-sentence message in a `UserError`.
+    """
+    py = python or host.python
+    pre = await host.run([py, "-c", _PRECHECK], timeout=120)
+    if pre.exit_code != 0 or not pre.stdout.startswith(("OK", "MISSING")):
+        why = (pre.stderr or pre.stdout).strip().splitlines()[-1:] or [f"exit {pre.exit_code}"]
+        raise UserError(f"{py} on {host.name} cannot run the check: {why[0]}")
+    if pre.stdout.startswith("MISSING"):
+        raise UserError(f"{py} on {host.name} cannot import {pre.stdout[8:].strip()}: the check needs torch "
+                        f"and safetensors (give --remote-python with both installed)")
+    made = await host.run([py, "-c", _MKTEMP], timeout=60)
+    tmp = made.stdout.strip()
+    if made.exit_code != 0 or not tmp.startswith("/"):
+        raise UserError(f"could not make a temp directory on {host.name}: {(made.stderr or made.stdout).strip()}")
+    report: CheckReport | None = None
+    error: dict | None = None
+    try:
+        for name, data in script_sources().items():
+            await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
+        argv = check_argv(py, tmp, draft_dir=draft_dir, data_glob=data_glob, **options)
+        stray: list[str] = []
+        async with host.stream(argv, cwd=tmp) as lines:
+            async for line in lines:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    stray = [*stray[-19:], line]
+                    continue
+                if not isinstance(event, dict):
+                    continue
+                if on_event is not None:
+                    on_event(event)
+                kind = event.get("event")
+                if kind == "done":
+                    report = CheckReport.from_dict(event["report"])
+                elif kind == "error":
+                    error = event
+        if error is not None:
+            msg = str(error.get("message", "unknown error"))
+            if error.get("kind") == "input":
+                raise UserError(msg)
+            raise UserError(f"the check failed on {host.name}: {msg}")
+        if report is None:
+            tail = (lines.stderr.strip().splitlines() or stray or [""])[-1]
+            raise UserError(f"the check on {host.name} ended without a result (exit {lines.exit_code})"
+                            + (f": {tail}" if tail else ""))
+        return report
+    finally:
+        await _remove(host, tmp)
+
+
+async def _remove(host: Host, path: str) -> None:
+    """rm -rf the temp dir; only a path we made (eagle3-check-*) is ever removed."""
+    if "/eagle3-check-" not in path:
+        return
+    try:
+        await host.run(["rm", "-rf", "--", path], timeout=60)
+    except Exception:  # the connection may be gone; nothing more to do
+        pass

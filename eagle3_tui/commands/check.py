@@ -1,0 +1,209 @@
+"""`eagle3-tui check`: the standalone accuracy check, wirings side by side, locally or on the GPU host.
+
+Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
+check's plain files to the host over SSH, runs them there next to the data, and streams the
+results back (eagle3_tui/checkjob.py). Paths are the host's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from eagle3_tui.errors import UserError
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "check",
+        parents=[common],
+        help="measure the draft on its training data under several wirings",
+        description=(
+            "Load the draft checkpoint, check its tensors against what SGLang loads, feed it hidden "
+            "states from its training data under each candidate wiring (the trainer's [:-1], SGLang's "
+            "default, what the draft config means, any you name) and report top-1/top-5 accuracy, "
+            "per-step acceptance and the predicted accept length side by side."
+        ),
+    )
+    p.add_argument("--draft", metavar="DIR", help="draft model directory (config.json + safetensors)")
+    p.add_argument("--data", metavar="GLOB", help="training data: speculators .pt, hidden_states/hs_*.safetensors "
+                   "or SpecForge .ckpt files (a glob or a directory)")
+    p.add_argument("--target-config", "--target", dest="target", metavar="FILE",
+                   help="the target's config.json (or its directory): number of layers, hidden size; "
+                        "its embedding/lm_head are read from safetensors beside it when present")
+    p.add_argument("--wiring", action="append", default=[], metavar="NAME|IDS",
+                   help="extra wiring: training, serving, config, SGLang ids like -1,2,30, "
+                        "slots:0,1,2, boundaries:0,3,31, vllm:2,16,29 (repeatable)")
+    p.add_argument("--data-slots", metavar="B0,B1,..", help="boundaries the data's slots hold (0 = embedding), "
+                   "e.g. 0,3,31,59")
+    p.add_argument("--num-layers", type=int, help="the target's number of layers (else from --target-config)")
+    p.add_argument("--samples", type=int, default=20000, help="positions to measure (default 20000)")
+    p.add_argument("--steps", type=int, default=3, help="chain draft steps to simulate (default 3)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--labels", default="auto", choices=["auto", "target", "tokens"],
+                   help="compare with the target's own next token (needs its lm_head) or the data's tokens")
+    p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward batch")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--remote-python", metavar="PATH", help="the host's Python with torch and safetensors")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def _slots(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    from eagle3_tui.eagle.wiring import parse_ids
+
+    try:
+        return list(parse_ids(text))
+    except ValueError as err:
+        raise UserError(f"--data-slots: {err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = None
+    if args.host or args.local or args.profile:
+        from eagle3_tui.profile import load_profile
+
+        profile = load_profile(args.host, args.profile, local=args.local or (args.host is None))
+    draft = args.draft or (profile.draft_path if profile else None)
+    data = args.data or (profile.data_glob if profile else None)
+    target = args.target or (profile.target_path if profile else None)
+    slots = _slots(args.data_slots)
+    if slots is None and profile is not None and profile.data_slots:
+        slots = list(profile.data_slots)
+    if not draft:
+        raise UserError("no draft given: use --draft DIR (or draft_path in the host's profile)")
+    if not data:
+        raise UserError("no data given: use --data GLOB (or data_glob in the host's profile)")
+    if args.samples <= 0 or args.steps <= 0:
+        raise UserError("--samples and --steps must be positive")
+    options = dict(target=target, wirings=list(args.wiring), samples=args.samples, steps=args.steps,
+                   device=args.device, dtype=args.dtype, data_slots=slots, num_layers=args.num_layers,
+                   labels=args.labels, batch_tokens=args.batch_tokens, threads=args.threads)
+    show = _Progress(enabled=not args.json and sys.stderr.isatty())
+    if profile is not None and not profile.local:
+        import asyncio
+
+        report = asyncio.run(_remote(profile, args, draft, data, options, show))
+    else:
+        from eagle3_tui.eagle.accuracy import CheckOptions, run_check
+
+        opts = CheckOptions(draft_dir=draft, data=data, **options)
+        report = run_check(opts, show)
+    show.clear()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(format_report(report))
+    return 0
+
+
+async def _remote(profile: Any, args: argparse.Namespace, draft: str, data: str, options: dict, show: Any) -> Any:
+    from eagle3_tui.checkjob import run_check
+    from eagle3_tui.remote.ssh import SSHHost
+
+    python = args.remote_python or profile.remote_python or "python3"
+    host = SSHHost(profile.target, accept_new_host_key=args.accept_new_host_key or profile.accept_new_host_key,
+                   python=python)
+    try:
+        await host.connect()
+        return await run_check(host, draft_dir=draft, data_glob=data, python=python, on_event=show, **options)
+    finally:
+        await host.close()
+
+
+class _Progress:
+    """One rewritten stderr line while the check runs (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, event: dict) -> None:
+        if not self.enabled:
+            return
+        kind = event.get("event")
+        if kind == "progress":
+            eta = event.get("eta_s")
+            text = f"checking {event.get('wiring')}: {event.get('done')}/{event.get('total')} positions"
+            if eta is not None:
+                text += f", about {eta:.0f} s left"
+        elif kind == "data":
+            text = f"read {event.get('files')} {event.get('layout')} files, {event.get('positions')} positions"
+        else:
+            return
+        sys.stderr.write("\r\x1b[2K" + text)
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def format_report(report: Any) -> str:
+    """The side-by-side table, the norm probe, the checkpoint findings and notes, as plain text."""
+    from eagle3_tui.eagle.checkpoint import CheckpointIssue, summarize
+    from eagle3_tui.eagle.wiring import format_boundaries
+
+    lines: list[str] = []
+    lines.append(f"draft {report.draft_dir}")
+    lines.append(f"data  {report.data}: {report.layout}, {report.files_read} of {report.files_total} files, "
+                 f"{report.positions} positions, labels: {report.label_source or '-'}, "
+                 f"{report.steps} chain steps, {report.device} {report.dtype}")
+    lines.append("")
+    head = ["wiring", "boundaries", "slots", "top-1", "top-5", "accept per step", "accept len", "tok/s"]
+    rows = [head]
+    for w in report.wirings:
+        b = format_boundaries(w.boundaries)
+        if w.top1 is None:
+            rows.append([w.name, b, ",".join(map(str, w.slots)) or "-", "-", "-", "-", "-", "-"])
+            continue
+        rows.append([
+            w.name, b, ",".join(map(str, w.slots)), _pct(w.top1), _pct(w.top5),
+            " ".join(f"{a:.2f}" for a in w.step_accept),
+            f"{w.predicted_accept_len:.2f}" if w.predicted_accept_len is not None else "-",
+            f"{w.tokens_per_s:,.0f}" if w.tokens_per_s else "-",
+        ])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    right = {3, 4, 6, 7}
+    for k, r in enumerate(rows):
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
+        lines.append("  ".join(cells).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for w in report.wirings:
+        if w.note:
+            lines.append(f"  {w.name}: {w.note}")
+    best = report.best()
+    if best is not None:
+        lines.append(f"best: {best.name} ({format_boundaries(best.boundaries)}), top-1 {_pct(best.top1)}, "
+                     f"predicted accept length {best.predicted_accept_len:.2f}")
+    if report.probe:
+        lines.append("")
+        lines.append("hidden-state slots (mean L2 norm):")
+        for p in report.probe:
+            tag = "  <- looks like the embedding output" if p.get("embed_like") else ""
+            cos = f", cos with target embedding {p['embed_cosine']:.3f}" if p.get("embed_cosine") is not None else ""
+            b = f" (boundary {p['boundary']})" if p.get("boundary") is not None else ""
+            lines.append(f"  slot {p['slot']}{b}: {p['mean_norm']:.2f}{cos}{tag}")
+    issues = [CheckpointIssue(f["kind"], f["tensor"], f["message"]) for f in report.findings]
+    lines.append("")
+    if issues:
+        lines.append("checkpoint findings:")
+        lines.extend(f"  - {s}" for s in summarize(issues))
+    else:
+        lines.append("checkpoint: every tensor matches what SGLang's llama_eagle3 loads")
+    if report.notes:
+        lines.append("")
+        lines.extend(f"note: {n}" for n in report.notes)
+    return "\n".join(lines)
