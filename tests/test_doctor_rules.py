@@ -222,6 +222,9 @@ def test_rope_theta_fires_and_suggests_the_trained_value() -> None:
 def test_rope_theta_silent_when_present_or_harmless() -> None:
     assert R.rope_theta(Facts(draft_config=cfg())) is None
     assert R.rope_theta(Facts(draft_config=cfg(rope_theta=None), target_rope_theta=10000.0)) is None
+    # trained with 10000 (its own nested config) on a 500000 target: SGLang's fallback is what it learned
+    c = DraftConfig.parse(json.dumps({"transformer_layer_config": {"rope_theta": 10000.0}}))
+    assert R.rope_theta(Facts(draft_config=c, target_rope_theta=500000.0)) is None
 
 
 # --- wiring-mismatch ------------------------------------------------------------------------------

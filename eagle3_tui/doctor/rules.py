@@ -171,8 +171,9 @@ def config_key_ignored(f: Facts) -> Finding | None:
     if severity == "info":
         title = "the draft's layer ids are top-level (ignored by SGLang), but they equal SGLang's default"
     if fix_ids is not None:
-        fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries in SGLang's +1 counting), "
-               f"or apply a preset.")
+        patch = " with the embed-capture patch for -1" if -1 in fix_ids else ""
+        fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries in SGLang's +1 counting)"
+               f"{patch}, or apply a preset.")
     else:
         fix = f"Write the ids as a list of integers under {IDS_PATH}, or apply a preset."
     return Finding(CONFIG_KEY_IGNORED, severity, title, ev, fix)  # type: ignore[arg-type]
@@ -347,7 +348,10 @@ def rope_theta(f: Facts) -> Finding | None:
     c = f.draft_config
     if c is None or c.rope_theta is not None:
         return None
-    if f.target_rope_theta is not None and float(f.target_rope_theta) == 10000.0 and c.nested_rope_theta in (None, 10000.0):
+    # The draft's RoPE comes from its own config, never from the target's: the fallback is harmless
+    # when the value the draft was trained with (its nested config, else the target's) is 10000.
+    trained = c.nested_rope_theta if c.nested_rope_theta is not None else f.target_rope_theta
+    if trained is not None and float(trained) == 10000.0:
         return None
     ev = [Evidence(_config_source(f), "no top-level rope_theta: SGLang's draft falls back to 10000")]
     want = c.nested_rope_theta
