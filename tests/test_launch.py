@@ -143,6 +143,11 @@ def test_auto_choice_only_when_all_three_unset() -> None:
     assert (standalone.steps, standalone.topk, standalone.draft_tokens) == (3, 1, 4)
     partial = effective(parse_launch([*base, "--speculative-eagle-topk", "4"]))
     assert partial.error is not None and "assert" in partial.error and not partial.auto_chosen
+    steps_only = effective(parse_launch([*base, "--speculative-num-steps", "3"]))
+    assert (steps_only.steps, steps_only.topk, steps_only.draft_tokens) == (3, None, None)
+    assert not steps_only.auto_chosen and "not set" in steps_only.adjusted[0]
+    topk1 = effective(parse_launch([*base, "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]))
+    assert topk1.draft_tokens == 4 and topk1.adjusted == [TOPK1_WARNING]
     nextn = effective(parse_launch([*base[:-1], "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1"]))
     assert nextn.algorithm == "EAGLE" and nextn.draft_tokens == 3
 

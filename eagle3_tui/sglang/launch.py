@@ -285,6 +285,14 @@ def effective(args: LaunchArgs, *, target_arch: str | None = None) -> EffectiveS
         notes.append(f"auto-chosen for {arch}: steps {steps}, topk {topk}, draft tokens {draft}")
         if algo != "STANDALONE" and target_arch not in _AUTO_314_ARCHS | _AUTO_548_ARCHS:
             notes.append("2026 SGLang builds auto-choose steps 3, topk 1, draft tokens 4 for this architecture")
+    else:
+        unset = [flag for flag, v in (("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft))
+                 if v is None and not (flag.endswith("draft-tokens") and topk == 1)]
+        if unset:
+            notes.append(
+                f"{' and '.join(unset)} not set: SGLang auto-chooses only when steps, topk and draft tokens "
+                "are all unset, so these stay unset (older builds may refuse to start)"
+            )
     if topk == 1 and draft != steps + 1:
         notes.append(TOPK1_WARNING)
         draft = steps + 1
