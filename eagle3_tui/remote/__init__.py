@@ -1,4 +1,51 @@
 """Hosts, local and SSH: commands, a lossless follower, atomic writes, process groups, port forwards.
 
-Knows nothing of SGLang.
+Knows nothing of SGLang. `Host` (host.py) is the contract; `LocalHost` (local.py) and `SSHHost`
+(ssh.py, imported on demand because it pulls in asyncssh) implement it; errors are in errors.py.
 """
+
+from eagle3_tui.remote.errors import (
+    AuthFailed,
+    ChangedHostKey,
+    CommandTimeout,
+    ConnectionLost,
+    FileChanged,
+    HostError,
+    HostKeyError,
+    RemoteFileNotFound,
+    UnknownHostKey,
+)
+from eagle3_tui.remote.host import (
+    ConnState,
+    FileStat,
+    FollowBatch,
+    FollowCursor,
+    FollowEvent,
+    Host,
+    ProcessInfo,
+    RunResult,
+    WriteResult,
+)
+from eagle3_tui.remote.local import LocalHost
+
+__all__ = [
+    "AuthFailed",
+    "ChangedHostKey",
+    "CommandTimeout",
+    "ConnState",
+    "ConnectionLost",
+    "FileChanged",
+    "FileStat",
+    "FollowBatch",
+    "FollowCursor",
+    "FollowEvent",
+    "Host",
+    "HostError",
+    "HostKeyError",
+    "LocalHost",
+    "ProcessInfo",
+    "RemoteFileNotFound",
+    "RunResult",
+    "UnknownHostKey",
+    "WriteResult",
+]

@@ -1,0 +1,108 @@
+"""The client side of following a log: start the follower on the host, turn its records into
+`FollowBatch`/`FollowEvent`, and resume from the last cursor whenever the transport drops."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
+
+from eagle3_tui.remote import scripts
+from eagle3_tui.remote.errors import ConnectionLost, HostError
+from eagle3_tui.remote.host import FollowBatch, FollowCursor, FollowEvent, FollowItem, StartMode
+
+if TYPE_CHECKING:
+    from eagle3_tui.remote.host import Host
+
+
+class Follow:
+    """Async iterator of `FollowBatch | FollowEvent`; `cursor` is the position after the last batch.
+
+    Use `async with host.follow(path) as fol: async for item in fol: ...` (or `await fol.aclose()`);
+    closing ends the follower on the host.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        path: str,
+        cursor: FollowCursor | None,
+        *,
+        start: StartMode = "end",
+        last_lines: int = 0,
+    ) -> None:
+        if start not in ("end", "begin"):
+            raise HostError(f"Unknown follow start {start!r}: use 'end' or 'begin'.")
+        self.host = host
+        self.path = path
+        self.cursor = cursor
+        self._mode: StartMode = start
+        self._last_lines = max(0, int(last_lines))
+        self._gen = self._run()
+
+    def __aiter__(self) -> Follow:
+        return self
+
+    async def __anext__(self) -> FollowItem:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    async def __aenter__(self) -> Follow:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _argv(self) -> list[str]:
+        c = self.cursor or FollowCursor(0, 0)
+        return [
+            self.host.python,
+            "-u",
+            "-c",
+            scripts.FOLLOWER,
+            self.path,
+            str(c.inode),
+            str(c.offset),
+            str(c.prev_inode),
+            str(c.prev_offset),
+            self._mode,
+            str(self._last_lines),
+        ]
+
+    async def _run(self) -> AsyncGenerator[FollowItem, None]:
+        while True:
+            try:
+                chan = await self.host._open_channel(self._argv())
+            except ConnectionLost:
+                await self.host._wait_connected()
+                continue
+            try:
+                while True:
+                    try:
+                        line = await chan.readline()
+                    except ConnectionLost:
+                        break
+                    if not line:
+                        rc = await chan.wait()
+                        err = chan.stderr_text().strip()
+                        raise HostError(
+                            f"The log follower for {self.path} on {self.host.name} stopped "
+                            f"(exit {rc}){': ' + err[-500:] if err else ''}."
+                        )
+                    rec = json.loads(line)
+                    cur = FollowCursor(rec["i"], rec["o"], rec["pi"], rec["po"])
+                    if cur.inode:
+                        self.cursor = cur
+                    lines = rec.get("l")
+                    if lines is not None:
+                        yield FollowBatch(lines, cur)
+                    else:
+                        kind = rec["e"]
+                        if kind == "waiting":
+                            self._mode = "begin"  # whatever appears later is new: read it whole
+                        yield FollowEvent(kind, self.path)
+            finally:
+                await chan.close()
+            await self.host._wait_connected()
