@@ -164,8 +164,9 @@ _ids = st.one_of(st.none(), st.lists(st.integers(-1, 80), min_size=1, max_size=4
     st.one_of(st.none(), st.lists(st.integers(-1, 80), max_size=3)),
     _ids,
     st.sampled_from([None, 2, 4, "\t"]),
+    st.booleans(),
 )
-def test_set_layer_ids_means_exactly_the_change(base, ec, old_ids, ids, indent) -> None:
+def test_set_layer_ids_means_exactly_the_change(base, ec, old_ids, ids, indent, crlf) -> None:
     data = {k: v for k, v in base.items() if k != "eagle_config"}
     if ec is not None:
         ec = dict(ec)
@@ -173,7 +174,11 @@ def test_set_layer_ids_means_exactly_the_change(base, ec, old_ids, ids, indent) 
             ec["eagle_aux_hidden_state_layer_ids"] = old_ids
         data["eagle_config"] = ec
     text = json.dumps(data, indent=indent)
+    if crlf:
+        text = text.replace("\n", "\r\n")
     out = set_layer_ids(text, ids)
+    if crlf:
+        assert "\n" not in out.replace("\r\n", "")  # no bare LF slipped into a CRLF file
     got = json.loads(out)
     want = json.loads(text)
     if ids is None:

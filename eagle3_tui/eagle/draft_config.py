@@ -249,21 +249,26 @@ def _indent_unit(text: str, root: _Node) -> str | None:
     return first if first and text[root.members[0][1] - len(first) - 1] == "\n" else None
 
 
-def _render(value: Any, unit: str | None, base: str) -> str:
+def _newline(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def _render(value: Any, unit: str | None, base: str, nl: str = "\n") -> str:
     if unit is None:
         return json.dumps(value)
-    return json.dumps(value, indent=unit).replace("\n", "\n" + base)
+    return json.dumps(value, indent=unit).replace("\n", nl + base)
 
 
 def _insert_member(text: str, obj: _Node, key: str, value: Any, unit: str | None) -> str:
     """Append `"key": value` as the last member of `obj`, in the file's style."""
+    nl = _newline(text)
     if obj.members:
         last_key_start = obj.members[-1][1]
         last_end = obj.members[-1][2].end
         multiline = "\n" in text[obj.start : obj.end]
         indent = _line_indent(text, last_key_start) if multiline else ""
-        sep = f",\n{indent}" if multiline else ", "
-        new = f'{sep}{json.dumps(key)}: {_render(value, unit if multiline else None, indent)}'
+        sep = f",{nl}{indent}" if multiline else ", "
+        new = f'{sep}{json.dumps(key)}: {_render(value, unit if multiline else None, indent, nl)}'
         return text[:last_end] + new + text[last_end:]
     # empty object: open it up in the file's style
     outer = _line_indent(text, obj.start)
@@ -271,7 +276,7 @@ def _insert_member(text: str, obj: _Node, key: str, value: Any, unit: str | None
         body = f"{json.dumps(key)}: {json.dumps(value)}"
         return text[: obj.start] + "{" + body + "}" + text[obj.end :]
     inner = outer + unit
-    body = f"\n{inner}{json.dumps(key)}: {_render(value, unit, inner)}\n{outer}"
+    body = f"{nl}{inner}{json.dumps(key)}: {_render(value, unit, inner, nl)}{nl}{outer}"
     return text[: obj.start] + "{" + body + "}" + text[obj.end :]
 
 
@@ -342,7 +347,7 @@ def set_layer_ids(text: str, ids: Sequence[int] | None) -> str:
         else:
             old = inner[1][2]
             if "\n" in text[old.start : old.end] and unit is not None:
-                rendered = _render(new_ids, unit, _line_indent(text, inner[1][1]))
+                rendered = _render(new_ids, unit, _line_indent(text, inner[1][1]), _newline(text))
             else:
                 rendered = json.dumps(new_ids)
             out = text[: old.start] + rendered + text[old.end :]
