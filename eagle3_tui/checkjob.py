@@ -37,6 +37,15 @@ _PRECHECK = (
 EventHandler = Callable[[dict], Any]
 
 
+class CheckEvent(dict):
+    """A JSON-lines event; keys read as attributes too (`ev.done`, `ev.eta_s`), None when absent."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+
 def script_sources() -> dict[str, bytes]:
     return {name: (_EAGLE_DIR / name).read_bytes() for name in SCRIPT_FILES}
 
@@ -87,12 +96,17 @@ async def run_check(
     on_event: EventHandler | None = None,
     **options: Any,
 ) -> CheckReport:
-    """Run the check on `host` and return its report; `on_event(event_dict)` sees every JSON line.
+    """Run the check on `host` and return its report; `on_event(event)` sees every JSON line (a dict
+    whose keys also read as attributes: `kind = ev.event`, progress has `done`, `total`, `eta_s`, `wiring`).
 
     Bad input on the host (a truncated file, an empty glob, no CUDA) comes back as the script's
     one-sentence message in a `UserError`.
     """
     py = python or host.python
+    if "slot_boundaries" in options:  # the profile's name for the data's slot boundaries
+        sb = options.pop("slot_boundaries")
+        if options.get("data_slots") is None:
+            options["data_slots"] = sb
     pre = await host.run([py, "-c", _PRECHECK], timeout=120)
     if pre.exit_code != 0 or not pre.stdout.startswith(("OK", "MISSING")):
         why = (pre.stderr or pre.stdout).strip().splitlines()[-1:] or [f"exit {pre.exit_code}"]
@@ -120,6 +134,7 @@ async def run_check(
                     continue
                 if not isinstance(event, dict):
                     continue
+                event = CheckEvent(event)
                 if on_event is not None:
                     on_event(event)
                 kind = event.get("event")

@@ -88,7 +88,14 @@ class CheckReport:
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """All fields, plus the best wiring's figures at the top level (for the ledger)."""
+        d = asdict(self)
+        best = self.best()
+        if best is not None:
+            d["best_wiring"] = best.name
+            d["top1"] = best.top1
+            d["predicted_accept_len"] = best.predicted_accept_len
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> CheckReport:

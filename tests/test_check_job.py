@@ -1,0 +1,111 @@
+"""The check as a job on a host: LocalHost and a real sshd on 127.0.0.1; cleanup and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui import checkjob
+from eagle3_tui.errors import UserError
+from eagle3_tui.remote.local import LocalHost
+from tests.test_check_mini import Mini, build_mini
+
+
+@pytest.fixture(scope="module")
+def jmini(tmp_path_factory: pytest.TempPathFactory) -> Mini:
+    import torch
+
+    torch.set_num_threads(1)
+    return build_mini(tmp_path_factory.mktemp("jmini"), n_samples=3)
+
+
+def _leftovers() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "eagle3-check-*")))
+
+
+def _check_procs() -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"eagle3-check-" in cmd and b"accuracy.py" in cmd:
+            pids.append(int(name))
+    return pids
+
+
+async def test_local_job_matches_in_process(jmini: Mini) -> None:
+    from eagle3_tui.eagle.accuracy import CheckOptions, run_check
+
+    before = _leftovers()
+    events: list = []
+    host = LocalHost()
+    rep = await checkjob.run_check(host, draft_dir=str(jmini.draft), data_glob=jmini.v1, target=str(jmini.target),
+                                   steps=2, threads=1, slot_boundaries=(0, 3, 6, 9), on_event=events.append)
+    ref = run_check(CheckOptions(str(jmini.draft), jmini.v1, str(jmini.target), steps=2, data_slots=[0, 3, 6, 9]))
+    assert [(w.name, w.top1, w.step_accept, w.boundaries) for w in rep.wirings] == \
+        [(w.name, w.top1, w.step_accept, w.boundaries) for w in ref.wirings]
+    assert rep.result("training").top1 == 1.0
+    progress = [e for e in events if e.event == "progress"]
+    assert progress and progress[-1].done == progress[-1].total and progress[0].eta_s is not None
+    assert _leftovers() == before
+    await host.close()
+
+
+async def test_ssh_job_and_bad_input(jmini: Mini, ssh_host) -> None:
+    before = _leftovers()
+    rep = await checkjob.run_check(ssh_host, draft_dir=str(jmini.draft), data_glob=jmini.st,
+                                   target=str(jmini.target), steps=2, threads=1)
+    assert rep.layout == "speculators" and rep.result("training").top1 == 1.0
+    assert rep.result("serving default").top1 < 0.6
+    with pytest.raises(UserError, match=r"the data pattern .*nothing/\*\.pt matches no files"):
+        await checkjob.run_check(ssh_host, draft_dir=str(jmini.draft), data_glob=str(jmini.root / "nothing" / "*.pt"),
+                                 target=str(jmini.target))
+    assert _leftovers() == before
+
+
+async def test_missing_python_and_torch(jmini: Mini, tmp_path: Path) -> None:
+    host = LocalHost()
+    with pytest.raises(UserError, match="cannot run the check"):
+        await checkjob.run_check(host, draft_dir=str(jmini.draft), data_glob=jmini.v1, python=str(tmp_path / "nopython"))
+    fake = tmp_path / "python-without-torch"
+    fake.write_text("#!/bin/sh\nexec /usr/bin/env python3 -S -I \"$@\"\n")
+    fake.chmod(0o755)
+    with pytest.raises(UserError, match="cannot import torch"):
+        await checkjob.run_check(host, draft_dir=str(jmini.draft), data_glob=jmini.v1, python=str(fake))
+    await host.close()
+
+
+async def test_cancel_ends_the_remote_job(jmini: Mini, tmp_path: Path, ssh_host) -> None:
+    # a target config that is a FIFO: the job blocks reading it until it is ended
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    before = _leftovers()
+    started = asyncio.Event()
+
+    def on_event(ev) -> None:
+        if ev.event == "start":
+            started.set()
+
+    task = asyncio.create_task(checkjob.run_check(ssh_host, draft_dir=str(jmini.draft), data_glob=jmini.v1,
+                                                  target=str(fifo), on_event=on_event))
+    await asyncio.wait_for(started.wait(), 60)
+    assert _check_procs(), "the job should be running"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if not _check_procs():
+            break
+        await asyncio.sleep(0.1)
+    assert _check_procs() == []
+    assert _leftovers() == before
