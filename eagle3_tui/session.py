@@ -86,6 +86,9 @@ LOG_TAIL_LINES = 40
 POLL_INTERVAL_S = 3.0
 STOP_GRACE_S = 30.0
 PORT_WAIT_S = 60.0
+QUIET_FLUSH_S = 1.5
+BENCH_LOG_GRACE_S = 1.0
+UNDO_DEPTH = 20
 
 _PORT_FREE = (
     "import socket,sys\n"
@@ -277,6 +280,8 @@ class Session:
         self._client_port: int | None = None
         self._restarting = False
         self._restart_epoch = 0
+        self._log_epoch = 0  # the launch whose log file the follower is reading
+        self._launch_epoch = 0
         self._ready_epoch = -1
         self._failure: Failure | None = None
         self._failure_epoch = -1
@@ -287,6 +292,7 @@ class Session:
         self._server_args: dict[str, str] = {}
         self._warnings: deque[str] = deque(maxlen=50)
         self._server_info: dict[str, Any] | None = None
+        self._pending_since: tuple[Failure, float] | None = None
 
     # ------------------------------------------------------------ listeners and state
 
@@ -509,8 +515,11 @@ class Session:
                         if isinstance(item, FollowBatch):
                             cursor = item.cursor
                             self._ingest_lines(item.lines)
-                        elif isinstance(item, FollowEvent) and item.kind in ("rotated", "truncated"):
-                            self._reader = LogReader()
+                        elif isinstance(item, FollowEvent) and item.kind in ("rotated", "truncated", "opened"):
+                            if item.kind != "opened":
+                                self._reader = LogReader()
+                            # lines from here on come from the newest launch's log file
+                            self._log_epoch = self._launch_epoch
                 return
             except asyncio.CancelledError:
                 raise
@@ -520,27 +529,44 @@ class Session:
 
     def _ingest_lines(self, lines: list[str]) -> None:
         events: list[LogEvent] = []
-        now = time.time()
-        stats = False
         for line in lines:
             self._recent.append(line)
             events.extend(self._reader.feed(line))
+        self._handle_events(list(lines), events)
+
+    def _flush_if_quiet(self, *, force: bool = False) -> None:
+        """A failure is held until the next record; when the log goes quiet, deliver it anyway."""
+        pending = self._reader.pending
+        if pending is None:
+            self._pending_since = None
+            return
+        now = time.monotonic()
+        if self._pending_since is None or self._pending_since[0] is not pending:
+            self._pending_since = (pending, now)
+        if force or now - self._pending_since[1] >= QUIET_FLUSH_S:
+            self._pending_since = None
+            self._handle_events([], self._reader.flush())
+
+    def _handle_events(self, lines: list[str], events: list[LogEvent]) -> None:
+        now = time.time()
+        stats = False
         for ev in events:
             if isinstance(ev, DecodeStats):
                 self.telemetry.ingest(ev, now)
                 stats = True
             elif isinstance(ev, ServerReady):
-                self._ready_epoch = self._restart_epoch
+                self._ready_epoch = self._log_epoch
             elif isinstance(ev, Failure):
                 self._failure = ev
-                self._failure_epoch = self._restart_epoch
+                self._failure_epoch = self._log_epoch
                 if not self._restarting and self.server.state == "ready":
                     self._notice(f"server log: {ev.kind}: {ev.last_line}", "error")
             elif isinstance(ev, ServerArgs):
                 self._server_args = dict(ev.args)
             elif isinstance(ev, ServerWarning):
                 self._warnings.append(ev.message)
-        self._emit(LogBatch(list(lines), events))
+        if lines or events:
+            self._emit(LogBatch(lines, events))
         if stats:
             self._emit(StatsUpdated())
 
@@ -569,11 +595,15 @@ class Session:
             self._poll_task = self._spawn(self._poll_loop())
 
     async def _poll_loop(self) -> None:
+        last = 0.0
         while not self._closed:
-            if self.server.state == "ready" and not self._restarting:
+            self._flush_if_quiet()
+            now = time.monotonic()
+            if now - last >= POLL_INTERVAL_S and self.server.state == "ready" and not self._restarting:
+                last = now
                 with contextlib.suppress(UserError):
                     await self.poll_server_info()
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await asyncio.sleep(0.5)
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
@@ -635,7 +665,17 @@ class Session:
         self._check_not_restarting()
         if plan.problems:
             raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
-        assert self._spec is not None or plan.kind == "layers"
+        if self._spec is None:
+            raise UserError("no server to restart after the change: none was found and the profile has no launch command")
+        self._restarting = True  # from here on a second restart is refused
+        try:
+            await self._apply_change(plan)
+        except BaseException:
+            self._restarting = False
+            raise
+        await self._restart(reason=f"preset {plan.preset.name}")
+
+    async def _apply_change(self, plan: ApplyPlan) -> None:
         undo: dict[str, Any]
         if plan.kind == "layers":
             res = await self.host.write_atomic(plan.path, plan.after.encode("utf-8"), expect_sha256=plan.before_sha256)
@@ -656,7 +696,6 @@ class Session:
                      note=f"applied {plan.preset.name}")
         self.telemetry.mark(time.time(), f"preset {plan.preset.name}")
         self._update_effective()
-        await self.restart()
 
     # ------------------------------------------------------------ restart
 
@@ -670,16 +709,19 @@ class Session:
 
     async def start_server(self) -> None:
         """Start the server with the profile's launch command (or the last known one)."""
-        self._check_writable("start the server")
+        if not self.profile.demo:  # the demo's own sim server is started even when read-only
+            self._check_writable("start the server")
         self._check_not_restarting()
         if self._spec is None:
             self._spec = self._spec_from_profile_or_state()
         if self._spec is None:
             raise UserError("no launch command: set launch_command in the profile")
+        self._restarting = True
         await self._restart(reason="start")
 
     async def stop_server(self) -> None:
-        self._check_writable("stop the server")
+        if not self.profile.demo:
+            self._check_writable("stop the server")
         self._check_not_restarting()
         self._restarting = True
         try:
@@ -694,6 +736,7 @@ class Session:
         self._check_not_restarting()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
+        self._restarting = True
         await self._restart(reason="restart")
 
     def _progress(self, phase: str, message: str, t0: float) -> None:
@@ -712,6 +755,7 @@ class Session:
         return res.stdout.strip() == "free"
 
     async def _restart(self, *, reason: str) -> None:
+        """The one restart path (start, restart, apply, rollback). The caller has set `_restarting`."""
         assert self._spec is not None
         self._restarting = True
         self._restart_epoch += 1
@@ -734,6 +778,12 @@ class Session:
             assert spec.log_path is not None
             self._start_follow(spec.log_path, start="end")
             cwd = spec.cwd or str(Path(spec.log_path).parent)
+            rotates = False
+            with contextlib.suppress(UserError):
+                rotates = (await self.host.stat(spec.log_path)).size > 0
+            self._launch_epoch = epoch
+            if not rotates:  # no old lines can arrive: whatever the follower reads now is this launch's
+                self._log_epoch = epoch
             pgid = await self.host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
             self.telemetry.mark(time.time(), reason)
             self._set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
@@ -765,6 +815,7 @@ class Session:
         last_alive_check = 0.0
         self._progress("loading", "waiting for the ready line and /health", t0)
         while True:
+            self._flush_if_quiet()
             if self._failure_epoch == epoch and self._failure is not None:
                 f = self._failure
                 raise RestartFailed(f"the server failed to start: {f.kind}: {f.last_line}")
@@ -779,7 +830,8 @@ class Session:
                 last_alive_check = now
                 if not await self._group_alive(pgid):
                     await asyncio.sleep(0.5)  # let the follower deliver the last lines
-                    f = self._failure if self._failure_epoch == epoch else self._reader.pending
+                    self._flush_if_quiet(force=True)
+                    f = self._failure if self._failure_epoch == epoch else None
                     if f is not None:
                         raise RestartFailed(f"the server failed to start: {f.kind}: {f.last_line}")
                     raise RestartFailed("the server exited during start-up")
@@ -811,6 +863,15 @@ class Session:
         undo = self._load_undo()
         if undo is None:
             raise UserError("nothing to roll back: no preset was applied from this machine")
+        self._restarting = True
+        try:
+            await self._undo_change(undo)
+        except BaseException:
+            self._restarting = False
+            raise
+        await self._restart(reason="rollback")
+
+    async def _undo_change(self, undo: dict[str, Any]) -> None:
         if undo["kind"] == "layers":
             backup = undo.get("backup_path")
             if not backup:
@@ -832,7 +893,6 @@ class Session:
         self._record("rollback", results={}, note=f"rolled back {undo.get('preset')}")
         self.telemetry.mark(time.time(), "rollback")
         self._update_effective()
-        await self._restart(reason="rollback")
 
     # ------------------------------------------------------------ benchmark and check
 
@@ -853,8 +913,8 @@ class Session:
             t_start = time.time()
             result = await run_benchmark(c, baseline=baseline,
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
-            await asyncio.sleep(0)
-            result.accept_len_log = self._log_accept_len(t_start, time.time() + 0.01)
+            await asyncio.sleep(BENCH_LOG_GRACE_S)  # the follower delivers the window's last lines
+            result.accept_len_log = self._log_accept_len(t_start, time.time())
         except UserError as err:
             self._emit(BenchFinished(None, str(err)))
             raise
@@ -887,8 +947,14 @@ class Session:
         data_glob = opts.pop("data_glob", None) or self.profile.data_glob
         if not draft or not data_glob:
             raise UserError("the check needs the draft dir and the data glob (set draft_path and data_glob in the profile)")
-        if self.profile.data_slots and "slot_boundaries" not in opts:
-            opts["slot_boundaries"] = self.profile.data_slots
+        if self.profile.data_slots and "slot_boundaries" not in opts and "data_slots" not in opts:
+            opts["data_slots"] = self.profile.data_slots
+        if self.server.steps and "steps" not in opts:
+            opts["steps"] = self.server.steps  # predict the accept length for the flags being served
+        if self.target.num_layers and "num_layers" not in opts:
+            opts["num_layers"] = self.target.num_layers
+        if self.profile.remote_python and "python" not in opts:
+            opts["python"] = self.profile.remote_python
 
         def on_event(ev: Any) -> None:
             done = getattr(ev, "done", None)
@@ -990,21 +1056,35 @@ class Session:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _save_undo(self, undo: dict[str, Any]) -> None:
-        p = self._state_file("undo.json")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(undo, indent=2))
-
-    def _load_undo(self) -> dict[str, Any] | None:
+    def _undo_stack(self) -> list[dict[str, Any]]:
         try:
             d = json.loads(self._state_file("undo.json").read_text())
         except (OSError, ValueError):
-            return None
-        return d if isinstance(d, dict) and d.get("kind") in ("layers", "flags") else None
+            return []
+        stack = d.get("stack") if isinstance(d, dict) else None
+        return [u for u in stack if isinstance(u, dict) and u.get("kind") in ("layers", "flags")] if stack else []
+
+    def _write_undo_stack(self, stack: list[dict[str, Any]]) -> None:
+        p = self._state_file("undo.json")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"stack": stack[-UNDO_DEPTH:]}, indent=2))
+
+    def _save_undo(self, undo: dict[str, Any]) -> None:
+        """Push one applied change; rollback undoes the newest first."""
+        self._write_undo_stack([*self._undo_stack(), undo])
+
+    def _load_undo(self) -> dict[str, Any] | None:
+        stack = self._undo_stack()
+        return stack[-1] if stack else None
 
     def _clear_undo(self) -> None:
         with contextlib.suppress(OSError):
-            self._state_file("undo.json").unlink()
+            self._write_undo_stack(self._undo_stack()[:-1])
+
+    def can_rollback(self) -> str | None:
+        """The preset the next rollback undoes, or None."""
+        u = self._load_undo()
+        return str(u.get("preset")) if u else None
 
     # ------------------------------------------------------------ close
 
