@@ -77,6 +77,22 @@ def test_steps_override_silent_when_consistent() -> None:
     assert R.steps_override(Facts()) is None
 
 
+# --- spec-flags-incomplete (beyond DESIGN's table) -------------------------------------------------
+
+
+def test_spec_flags_incomplete_fires_without_steps() -> None:
+    a = parse_launch(["sglang", "serve", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1",
+                      "--speculative-num-draft-tokens", "16"])
+    f = check(R.spec_flags_incomplete(Facts(launch=a)), R.SPEC_FLAGS_INCOMPLETE, "error")
+    assert "--speculative-eagle-topk 1 --speculative-num-draft-tokens 16" in f.evidence[0].detail
+
+
+def test_spec_flags_incomplete_silent_when_complete_or_all_unset() -> None:
+    assert R.spec_flags_incomplete(Facts(launch=SEED_LAUNCH)) is None
+    assert R.spec_flags_incomplete(Facts(launch=parse_launch(["sglang", "serve", "--speculative-algorithm", "EAGLE3"]))) is None
+    assert R.spec_flags_incomplete(Facts()) is None
+
+
 # --- config-key-ignored ---------------------------------------------------------------------------
 
 

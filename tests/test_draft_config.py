@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eagle3_tui.eagle.draft_config import DraftConfig, json_diff, set_layer_ids, validate_layer_ids
+from eagle3_tui.eagle.draft_config import (
+    DraftConfig,
+    json_changes,
+    json_diff,
+    set_layer_ids,
+    validate_layer_ids,
+)
 from eagle3_tui.errors import UserError
 
 # SpecForge llama3-8B style, as json.dumps(indent=2) writes it (no eagle_config: SGLang's default).
@@ -130,6 +136,16 @@ def test_duplicate_keys_edit_the_one_json_keeps() -> None:
     out = set_layer_ids(text, [5, 6, 7])
     assert json.loads(out)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [5, 6, 7]
     assert '[1], "eagle' in out
+
+
+def test_json_changes_name_the_paths() -> None:
+    after = set_layer_ids(PLAIN, [-1, 1, 5])
+    assert json_changes(PLAIN, after) == ["eagle_config: absent -> {\"eagle_aux_hidden_state_layer_ids\": [-1, 1, 5]}"]
+    assert json_changes(NESTED, set_layer_ids(NESTED, None)) == [
+        "eagle_config.eagle_aux_hidden_state_layer_ids: [2, 30, 58] -> absent"
+    ]
+    assert json_changes(NESTED, NESTED) == []
+    assert json_changes({"a": 1}, {"a": 1.0}) == ["a: 1 -> 1.0"]
 
 
 def test_json_diff_empty_when_equal_and_accepts_dicts() -> None:

@@ -16,6 +16,7 @@ from eagle3_tui.sglang.launch import EffectiveSpec, effective
 
 # Rule ids, in the order of DESIGN.md's table (also the tie-break order within a severity).
 STEPS_OVERRIDE = "steps-override"
+SPEC_FLAGS_INCOMPLETE = "spec-flags-incomplete"
 CONFIG_KEY_IGNORED = "config-key-ignored"
 EXPLICIT_DEFAULT_SHIFT = "explicit-default-shift"
 EMBED_NEEDS_PATCH = "embed-needs-patch"
@@ -140,6 +141,23 @@ def steps_override(f: Facts) -> Finding | None:
     if not title:
         return None
     return Finding(STEPS_OVERRIDE, "warning", title, ev, fix)
+
+
+def spec_flags_incomplete(f: Facts) -> Finding | None:
+    """topk or draft tokens without num_steps: SGLang's auto-choice asserts and the server never starts."""
+    spec = _spec(f)
+    a = f.launch
+    if spec is None or spec.error is None or a is None:
+        return None
+    given = [f"{flag} {v}" for flag, v in (("--speculative-eagle-topk", a.eagle_topk),
+                                           ("--speculative-num-draft-tokens", a.num_draft_tokens)) if v is not None]
+    return Finding(
+        SPEC_FLAGS_INCOMPLETE,
+        "error",
+        "SGLang refuses these speculative flags: --speculative-num-steps is missing",
+        [Evidence(f.launch_source, " ".join(given) + " without --speculative-num-steps"), Evidence("SGLang rule", spec.error)],
+        "Give --speculative-num-steps as well (with topk 1: draft tokens - 1), or drop all three to let SGLang choose.",
+    )
 
 
 def config_key_ignored(f: Facts) -> Finding | None:
@@ -474,6 +492,7 @@ Rule = Callable[[Facts], "Finding | None"]
 
 RULES: tuple[tuple[str, Rule], ...] = (
     (STEPS_OVERRIDE, steps_override),
+    (SPEC_FLAGS_INCOMPLETE, spec_flags_incomplete),
     (CONFIG_KEY_IGNORED, config_key_ignored),
     (EXPLICIT_DEFAULT_SHIFT, explicit_default_shift),
     (EMBED_NEEDS_PATCH, embed_needs_patch),

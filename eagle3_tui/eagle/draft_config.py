@@ -371,3 +371,28 @@ def json_diff(before: str | dict[str, Any], after: str | dict[str, Any], *, path
         a.splitlines(keepends=True), b.splitlines(keepends=True), f"{path} (before)", f"{path} (after)", n=2
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+_ABSENT = object()
+
+
+def json_changes(before: str | dict[str, Any], after: str | dict[str, Any]) -> list[str]:
+    """The changes as dotted paths, e.g. ``eagle_config.eagle_aux_hidden_state_layer_ids: absent -> [-1, 2, 30]``."""
+
+    def load(v: str | dict[str, Any]) -> Any:
+        return json.loads(v) if isinstance(v, str) else v
+
+    out: list[str] = []
+
+    def show(v: Any) -> str:
+        return "absent" if v is _ABSENT else json.dumps(v)
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in [*a, *(k for k in b if k not in a)]:
+                walk(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}" if path else k)
+        elif a != b or type(a) is not type(b):
+            out.append(f"{path or '(whole file)'}: {show(a)} -> {show(b)}")
+
+    walk(load(before), load(after), "")
+    return out
