@@ -66,6 +66,8 @@ def test_speedup_is_against_the_latest_earlier_baseline(led: Ledger) -> None:
     assert sp[2] == pytest.approx(56.8 / 90.0) and sp[5] == pytest.approx(54.8 / 90.0)
     assert sp[4] is None  # a preset row has no tok/s
     assert sp[6] == pytest.approx(1.5)  # no baseline run on gpu2: the config's baseline_tps
+    assert [r.speedup for r in led.rows(host="gpu1", kind="benchmark")] == [
+        pytest.approx(56.8 / 90), pytest.approx(46.7 / 90), pytest.approx(54.8 / 90)]
 
 
 def test_markdown_table_is_what_goes_in_a_report(led: Ledger) -> None:

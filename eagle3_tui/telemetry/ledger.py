@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -82,6 +83,8 @@ class LedgerRow:
     config: dict[str, Any] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    speedup: float | None = field(default=None, compare=False)
+    """tok/s over the baseline (see `speedups`); filled in by `Ledger.rows`."""
 
     @property
     def accept_len(self) -> float | None:
@@ -212,21 +215,18 @@ class Ledger:
     def rows(self, host: str | None = None, *, kind: str | None = None) -> list[LedgerRow]:
         """All runs (of one host / kind), oldest first. A missing file is an empty ledger."""
         sql = "SELECT id, ts, kind, host, config, results, note FROM runs"
-        where, args = [], []
+        args: list[str] = []
         if host is not None:
-            where.append("host = ?")
+            sql += " WHERE host = ?"
             args.append(host)
-        if kind is not None:
-            where.append("kind = ?")
-            args.append(kind)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
         with self._connect(create=False) as conn:
             if conn is None:
                 return []
             raw = conn.execute(sql, args).fetchall()
-        return [LedgerRow(r[0], r[1], r[2], r[3], _loads(r[4]), _loads(r[5]), r[6]) for r in raw]
+        rows = [LedgerRow(r[0], r[1], r[2], r[3], _loads(r[4]), _loads(r[5]), r[6]) for r in raw]
+        sp = speedups(rows)  # over all kinds: a benchmark's baseline is another row
+        return [dataclasses.replace(r, speedup=sp.get(r.id)) for r in rows if kind is None or r.kind == kind]
 
 
 def _jsonable(v: Any) -> Any:
