@@ -81,6 +81,8 @@ def test_markdown_table_is_what_goes_in_a_report(led: Ledger) -> None:
     assert "train-[:-1]; steps 5 topk 1 draft 6; ids [-1, 2, 30] = embed, h3, h31" in lines[6]
     assert "| 1.80 | 54.8 | 0.61x | wiring fix |" in lines[6]
     assert len(lines) == 7
+    only_benchmarks = to_markdown(led.rows(kind="benchmark"))  # the baseline row is gone, its speedup is not
+    assert "| 0.61x | wiring fix |" in only_benchmarks
 
 
 def test_markdown_escapes_pipes(led: Ledger) -> None:

@@ -302,7 +302,8 @@ def _cells(rows: Sequence[LedgerRow]) -> list[list[str]]:
     sp = speedups(rows)
     table = []
     for r in rows:
-        acc, tps, s = r.accept_len, r.tok_s, sp.get(r.id)
+        acc, tps = r.accept_len, r.tok_s
+        s = r.speedup if r.speedup is not None else sp.get(r.id)
         pred = _first_number(r.results, "predicted_accept_len")
         table.append([
             str(r.id),
