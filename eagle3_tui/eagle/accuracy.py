@@ -296,7 +296,9 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
     try:
         model = _build_drafter(cfg, draft_tensors, embed, lm_head)
     except ValueError as err:
-        raise ck.BadInput(f"cannot run the draft in {opts.draft_dir}: {err} (see the checkpoint findings)") from None
+        blocking = [i for i in issues if i.kind in ("shape", "fc-width", "missing")]
+        why = blocking[0].message if blocking else str(err)
+        raise ck.BadInput(f"cannot run the draft in {opts.draft_dir}: {why}") from None
     model = model.to(device=device, dtype=dtype)
     model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
     model.d2t = model.d2t.to(device)
