@@ -8,7 +8,6 @@ import http.server
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +20,14 @@ from eagle3_tui.remote import (
     FollowCursor,
     FollowEvent,
     Host,
-    LocalHost,
     RemoteFileNotFound,
 )
 from eagle3_tui.remote.errors import CommandTimeout
 
 
-@pytest.fixture(params=["local", "ssh"])
-async def host(request: pytest.FixtureRequest) -> AsyncIterator[Host]:
-    if request.param == "local":
-        h: Host = LocalHost()
-        yield h
-        await h.close()
-    else:
-        h = request.getfixturevalue("sshd").make_host()
-        await h.connect(timeout=20)
-        yield h
-        await h.close()
+@pytest.fixture
+def host(any_host: Host) -> Host:
+    return any_host
 
 
 async def collect(fol: Any, until: Any, timeout: float = 20.0) -> list[Any]:

@@ -90,6 +90,7 @@ class LocalHost(Host):
         self.python = python or sys.executable
         self.name = "local"
         self._channels: set[LocalChannel] = set()
+        self._runs: set[asyncio.subprocess.Process] = set()
         self._closed = False
 
     async def run(
@@ -119,6 +120,7 @@ class LocalHost(Host):
             return self._checked(argv, res, check)
         except PermissionError as exc:
             return self._checked(argv, RunResult(126, "", f"{argv[0]}: {exc.strerror}\n"), check)
+        self._runs.add(proc)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except BaseException as exc:
@@ -128,6 +130,8 @@ class LocalHost(Host):
             if isinstance(exc, asyncio.TimeoutError):
                 raise CommandTimeout(f"{argv[0]} took longer than {timeout:g} s and was stopped.") from None
             raise
+        finally:
+            self._runs.discard(proc)
         rc = proc.returncode if proc.returncode is not None else -1
         res = RunResult(rc if rc >= 0 else 128 - rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
         return self._checked(argv, res, check)
@@ -183,6 +187,8 @@ class LocalHost(Host):
 
     async def close(self) -> None:
         self._closed = True
+        for proc in list(self._runs):  # in-flight commands end with the host object
+            _killpg(proc.pid, signal.SIGKILL)
         await asyncio.gather(*(c.close() for c in list(self._channels)), return_exceptions=True)
         self._set_state(self._state.__class__("closed"))
 

@@ -193,6 +193,7 @@ class SSHHost(Host):
         self._sftp_conn: asyncssh.SSHClientConnection | None = None
         self._sftp_lock = asyncio.Lock()
         self._ready = asyncio.Event()
+        self._first_failure = asyncio.Event()
         self._fatal: HostError | None = None
         self._key_verdict: HostError | None = None
         self._supervisor: asyncio.Task[None] | None = None
@@ -269,6 +270,11 @@ class SSHHost(Host):
             kw["connect_timeout"] = self._connect_timeout
         if self._config is not None:
             kw["config"] = self._config
+        given = kw.get("known_hosts", ())
+        if given == () or isinstance(given, str) or (isinstance(given, list) and all(isinstance(x, str) for x in given)):
+            # OpenSSH reads a missing known_hosts as empty; asyncssh would raise FileNotFoundError
+            present = [f for f in self._known_hosts_files() if Path(f).is_file()]
+            kw["known_hosts"] = present or asyncssh.import_known_hosts("")
         self._key_verdict = None
         try:
             conn, _ = await asyncssh.create_connection(
@@ -312,6 +318,8 @@ class SSHHost(Host):
                 return
             except _TRANSIENT as exc:
                 self.last_error = _describe(exc)
+                if not ever:
+                    self._first_failure.set()
                 self._set_state(ConnState("reconnecting", attempt=attempt, wait_s=delay, reason=self.last_error))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, cap)
@@ -361,9 +369,38 @@ class SSHHost(Host):
             except asyncio.TimeoutError:
                 continue
 
-    async def connect(self, timeout: float | None = None) -> None:
-        """Start the supervisor and wait for the first connection (or a final failure)."""
-        await self._get_conn(timeout)
+    async def connect(self, timeout: float | None = None, *, retry: bool = False) -> None:
+        """Start the supervisor and wait for the connection.
+
+        Host-key and authentication failures raise at once. If the host cannot be reached on the
+        first try, `ConnectionLost` is raised (and the supervisor stopped) unless `retry=True`, which
+        keeps trying (state `reconnecting`) until connected or `timeout`. Once connected, drops are
+        always retried in the background.
+        """
+        if self.generation or retry:
+            await self._get_conn(timeout)
+            return
+        self._first_failure.clear()
+        self._ensure_started()
+        waiter = asyncio.ensure_future(self._get_conn(timeout))
+        failed = asyncio.ensure_future(self._first_failure.wait())
+        try:
+            await asyncio.wait({waiter, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            failed.cancel()
+        if waiter.done():
+            waiter.result()
+            return
+        waiter.cancel()
+        with contextlib.suppress(BaseException):
+            await waiter
+        if self._supervisor is not None and not self.generation:
+            self._supervisor.cancel()
+            with contextlib.suppress(BaseException):
+                await self._supervisor
+            self._supervisor = None
+            self._set_state(ConnState("failed", attempt=1, reason=self.last_error))
+        raise ConnectionLost(f"Cannot reach {self.name}: {self.last_error}.")
 
     async def _wait_connected(self) -> None:
         await asyncio.sleep(0.01)  # let the supervisor notice a drop before we look
@@ -389,11 +426,7 @@ class SSHHost(Host):
     ) -> RunResult:
         cmd = command_line(argv, cwd, report_pgid=True)
         deadline = time.monotonic() + timeout
-        conn = await self._get_conn(timeout)
-        try:
-            proc = await conn.create_process(cmd, stdin=asyncssh.DEVNULL, encoding=None)
-        except _LOST as exc:
-            raise ConnectionLost(f"Lost the connection to {self.name}.") from exc
+        conn, proc = await self._start_process(cmd, deadline, stdin=asyncssh.DEVNULL, encoding=None)
         pgid: int | None = None
 
         async def body() -> tuple[bytes, bytes, Any]:
@@ -430,6 +463,21 @@ class SSHHost(Host):
             raise HostError(f"{argv[0]} failed on {self.name} (exit {result.exit_code}): {result.stderr.strip()[-500:]}")
         return result
 
+    async def _start_process(self, cmd: str, deadline: float | None, **kw: Any) -> tuple[Any, Any]:
+        """Open a session channel running `cmd`; if the connection turns out dead before the
+        command started, wait for the supervisor's next connection and try again (until deadline)."""
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            conn = await self._get_conn(left)
+            try:
+                return conn, await conn.create_process(cmd, **kw)
+            except _LOST as exc:
+                if isinstance(exc, asyncssh.ChannelOpenError) and not conn.is_closed() and "closed" not in str(exc):
+                    raise HostError(f"{self.name} refused a new SSH session ({exc.reason}); too many open?") from exc
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise ConnectionLost(f"Lost the connection to {self.name}.") from exc
+                await asyncio.sleep(0.05)
+
     async def _kill_group(self, conn: asyncssh.SSHClientConnection, pgid: int | None) -> None:
         if not pgid or pgid < 2 or conn.is_closed():
             return
@@ -437,13 +485,9 @@ class SSHHost(Host):
             await asyncio.wait_for(conn.run(f"kill -s KILL -- -{pgid}", stdin=asyncssh.DEVNULL), 5)
 
     async def _open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
-        conn = await self._get_conn()
-        try:
-            proc = await conn.create_process(
-                command_line(argv, cwd, report_pgid=False), encoding="utf-8", errors="replace"
-            )
-        except _LOST as exc:
-            raise ConnectionLost(f"Lost the connection to {self.name}.") from exc
+        conn, proc = await self._start_process(
+            command_line(argv, cwd, report_pgid=False), None, encoding="utf-8", errors="replace"
+        )
         chan = SSHChannel(self, conn, proc)
         self._channels.add(chan)
         return chan

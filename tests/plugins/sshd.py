@@ -22,6 +22,8 @@ Fixtures (imported by tests/conftest.py, so every test can use them by name):
   fixture, use the sync `sshd` fixture and `host = sshd.make_host(); await host.connect()` instead
   (pytest cannot resolve an async fixture from inside one via getfixturevalue).
 - `ssh_host` (function): one connected `SSHHost` from that factory.
+- `any_host` (function, parametrised "local"/"ssh"): runs a test on a `LocalHost` and on a
+  connected `SSHHost` to `sshd`; closed at teardown.
 
 A connected SSHHost exposes `local_port` (its TCP port on this side), so cutting its connection is
 `sshd.kill_connection(host.local_port)`; the supervisor then reconnects. To test an outage longer
@@ -48,7 +50,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["SSHD_BIN", "SshdServer", "ssh_host", "ssh_host_factory", "sshd", "sshd_bastion", "start_sshd"]
+__all__ = ["SSHD_BIN", "SshdServer", "any_host", "ssh_host", "ssh_host_factory", "sshd", "sshd_bastion", "start_sshd"]
 
 SSHD_BIN = shutil.which("sshd") or "/usr/sbin/sshd"
 ALIAS = "eagle3-test-sshd"
@@ -284,6 +286,20 @@ async def ssh_host_factory(sshd: SshdServer) -> AsyncIterator[Callable[..., Awai
     yield make
     for host in made:
         await host.close()
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def any_host(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """The same test twice: on a LocalHost and on a connected SSHHost to `sshd`."""
+    if request.param == "local":
+        from eagle3_tui.remote.local import LocalHost
+
+        host: Any = LocalHost()
+    else:
+        host = request.getfixturevalue("sshd").make_host()
+        await host.connect(timeout=20)
+    yield host
+    await host.close()
 
 
 @pytest.fixture

@@ -1,0 +1,181 @@
+"""SSHHost-only behaviour against a real sshd: host keys, auth, the supervisor, ProxyJump."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eagle3_tui.remote import AuthFailed, ChangedHostKey, ConnectionLost, FollowBatch, UnknownHostKey
+from eagle3_tui.remote.ssh import SSHHost
+from tests.plugins.sshd import SshdServer
+
+
+def _config(sshd: SshdServer, tmp_path: Path, *, known_hosts: Path | None = None, key: Path | None = None) -> Path:
+    """An ssh_config for the same server with another known_hosts / identity."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host target\n    HostName 127.0.0.1\n    Port {sshd.port}\n    User {sshd.user}\n"
+        f"    IdentityFile {key or sshd.client_key}\n    IdentitiesOnly yes\n"
+        f"    UserKnownHostsFile {known_hosts or sshd.known_hosts}\n"
+    )
+    return cfg
+
+
+async def test_unknown_host_key_is_refused_then_accepted_on_request(sshd: SshdServer, tmp_path: Path) -> None:
+    kh = tmp_path / "known_hosts"
+    cfg = _config(sshd, tmp_path, known_hosts=kh)
+    host = sshd.make_host("target", config=[str(cfg)])
+    with pytest.raises(UnknownHostKey, match="unknown") as err:
+        await host.connect(timeout=10)
+    assert "SHA256:" in str(err.value)
+    assert host.state.kind == "failed"
+    assert not kh.exists() or kh.read_text() == ""
+    await host.close()
+
+    host = sshd.make_host("target", config=[str(cfg)], accept_new_host_key=True)
+    await host.connect(timeout=10)
+    assert (await host.run(["echo", "ok"])).stdout == "ok\n"
+    await host.close()
+    assert kh.read_text().strip() == f"[127.0.0.1]:{sshd.port} {sshd.host_public_key_line()}"
+
+    host = sshd.make_host("target", config=[str(cfg)])  # recorded: now trusted without the flag
+    await host.connect(timeout=10)
+    await host.close()
+
+
+async def test_changed_host_key_is_refused_even_with_accept_new(sshd: SshdServer, tmp_path: Path) -> None:
+    other = tmp_path / "other_key"
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    pub = " ".join(other.with_suffix(".pub").read_text().split()[:2])
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{sshd.port} {pub}\n")
+    before = kh.read_text()
+    for accept in (False, True):
+        host = sshd.make_host("target", config=[str(_config(sshd, tmp_path, known_hosts=kh))], accept_new_host_key=accept)
+        with pytest.raises(ChangedHostKey, match="attack"):
+            await host.connect(timeout=10)
+        assert host.state.kind == "failed"
+        await host.close()
+    assert kh.read_text() == before
+
+
+async def test_auth_failure_is_final_and_not_retried(sshd: SshdServer, tmp_path: Path) -> None:
+    import subprocess
+
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    host = sshd.make_host("target", config=[str(_config(sshd, tmp_path, key=stranger))])
+    states: list[Any] = []
+    host.add_state_listener(states.append)
+    attempts_before = sshd.log_text().count("Connection from 127.0.0.1")
+    with pytest.raises(AuthFailed, match="refused"):
+        await host.connect(timeout=10)
+    await asyncio.sleep(0.6)  # longer than the whole backoff ladder used in tests
+    assert sshd.log_text().count("Connection from 127.0.0.1") == attempts_before + 1
+    assert [s.kind for s in states] == ["connecting", "failed"]
+    with pytest.raises(AuthFailed):
+        await host.run(["true"])
+    await host.close()
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_unreachable_host_fails_first_connect_and_backs_off_with_a_cap(sshd: SshdServer, tmp_path: Path) -> None:
+    port = _dead_port()
+    host = SSHHost(f"127.0.0.1:{port}", known_hosts=str(sshd.known_hosts), client_keys=[str(sshd.client_key)],
+                   agent_path=None, config=[], backoff_initial=0.05, backoff_cap=0.2)
+    with pytest.raises(ConnectionLost, match="refused"):
+        await host.connect()
+    assert host.state.kind == "failed"
+    states: list[Any] = []
+    host.add_state_listener(states.append)
+    with pytest.raises(ConnectionLost):
+        await host.connect(timeout=1.2, retry=True)
+    waits = [s.wait_s for s in states if s.kind == "reconnecting"]
+    assert len(waits) >= 4
+    assert waits[:3] == [0.05, 0.1, 0.2] and max(waits) == 0.2  # doubling, capped
+    assert [s.attempt for s in states if s.kind == "reconnecting"][:3] == [1, 2, 3]
+    await host.close()
+
+
+async def test_reconnects_after_the_connection_is_killed(sshd: SshdServer, ssh_host_factory: Any, tmp_path: Path) -> None:
+    host = await ssh_host_factory()
+    states: list[str] = []
+    host.add_state_listener(lambda s: states.append(s.kind))
+    first = host.generation
+    assert sshd.kill_connection(host.local_port)
+    res = await host.run(["echo", "back"], timeout=20)
+    assert res.stdout == "back\n"
+    assert host.generation == first + 1
+    assert states[0] == "reconnecting" and states[-1] == "connected"
+
+
+async def test_follow_survives_an_outage_longer_than_the_backoff_cap(sshd: SshdServer, ssh_host_factory: Any, tmp_path: Path) -> None:
+    host = await ssh_host_factory(backoff_initial=0.05, backoff_cap=0.2)
+    log = tmp_path / "server.log"
+    log.write_text("")
+    states: list[Any] = []
+    host.add_state_listener(states.append)
+    got: list[str] = []
+    fol = host.follow(str(log), start="begin")
+
+    async def consume() -> None:
+        async for item in fol:
+            if isinstance(item, FollowBatch):
+                got.extend(item.lines)
+                if got and got[-1] == "30":
+                    return
+
+    task = asyncio.ensure_future(consume())
+    try:
+        with open(log, "a") as f:
+            for i in range(1, 11):
+                f.write(f"{i}\n")
+        for _ in range(200):
+            if len(got) >= 10:
+                break
+            await asyncio.sleep(0.02)
+        sshd.stop()
+        with open(log, "a") as f:
+            for i in range(11, 21):
+                f.write(f"{i}\n")
+        await asyncio.sleep(1.0)  # five times the cap: several capped retries
+        waits = [s.wait_s for s in states if s.kind == "reconnecting"]
+        assert waits and max(waits) == 0.2 and waits.count(0.2) >= 2
+        sshd.start()
+        with open(log, "a") as f:
+            for i in range(21, 31):
+                f.write(f"{i}\n")
+        await asyncio.wait_for(task, 20)
+    finally:
+        sshd.start()
+        task.cancel()
+        await fol.aclose()
+    assert got == [str(i) for i in range(1, 31)]
+    assert host.state.kind == "connected"
+
+
+async def test_proxyjump_through_a_bastion(sshd: SshdServer, sshd_bastion: SshdServer) -> None:
+    accepted = sshd_bastion.log_text().count("Accepted publickey")
+    host = sshd.make_host("eagle3-test-via-bastion", config=[str(sshd_bastion.ssh_config)])
+    try:
+        await host.connect(timeout=20)
+        res = await host.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])
+        assert res.exit_code == 0
+        # the target saw the connection coming from the bastion's side of loopback
+        assert res.stdout.split()[2:4] == ["127.0.0.1", str(sshd.port)]
+        assert sshd_bastion.log_text().count("Accepted publickey") == accepted + 1
+        assert re.search(r"direct-tcpip|Accepted publickey", sshd_bastion.log_text())
+    finally:
+        await host.close()
