@@ -496,13 +496,7 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
                 run &= preds[s_] == lab_s
                 chain_runs[s_] += int(run.sum())
             progress(n_pos)
-    rates = [r / n_chain if n_chain else 0.0 for r in chain_runs]
-    cond = []
-    prev = 1.0
-    for r in rates:
-        cond.append(r / prev if prev > 0 else 0.0)
-        prev = r
-    tau = 1.0 + sum(rates)
+    cond, tau = chain_acceptance(chain_runs, n_chain)
     return WiringResult(
         w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
         top1=round(n_top1 / n_pos, 4) if n_pos else None,
@@ -512,6 +506,22 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
         tokens_per_s=round(fwd_tokens / fwd_s, 1) if fwd_s > 0 else None,
         positions=n_pos, chain_positions=n_chain, note=w.note, source=w.source,
     )
+
+
+def chain_acceptance(runs: Sequence[int], positions: int) -> tuple[list[float], float]:
+    """From `runs[i]` = positions whose drafts 1..i+1 were all right: conditional a_i and tau.
+
+    a_i = runs[i] / runs[i-1] (P(draft i accepted | drafts before it were)); with r_i = runs[i] /
+    positions = prod_{j<=i} a_j, tau = 1 + sum_i r_i (the verifier always adds one token).
+    """
+    if positions <= 0:
+        return [0.0 for _ in runs], 1.0
+    cond: list[float] = []
+    prev = positions
+    for r in runs:
+        cond.append(r / prev if prev > 0 else 0.0)
+        prev = r
+    return cond, 1.0 + sum(r / positions for r in runs)
 
 
 # -- script entry ----------------------------------------------------------------------------------
