@@ -657,15 +657,15 @@ class Eagle3App(App[int]):
 
             def go(yes: bool | None) -> None:
                 if yes:
-                    self.run_worker(self._shutdown(), group="quit", exit_on_error=False)
+                    self.run_worker(self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
             self.push_screen(
                 ConfirmModal(f"{' and '.join(running).capitalize()} is running. Quit anyway?", yes="Quit"), go
             )
             return
-        await self._shutdown()
+        await self.shutdown_and_exit()
 
-    async def _shutdown(self) -> None:
+    async def shutdown_and_exit(self) -> None:
         if self.quitting:
             return
         self.quitting = True
@@ -681,7 +681,7 @@ class Eagle3App(App[int]):
         self.exit(0)
 
     def log_widget(self) -> Log:
-        return self.query_one(LogPane).log
+        return self.query_one(LogPane).log_widget
 
 
 def _marker(m: Any) -> tuple[float, str]:

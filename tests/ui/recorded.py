@@ -109,3 +109,21 @@ def recorded_session(tmp: Path, *, readonly: bool = False) -> tuple[Session, flo
     )
     session.findings = diagnose(facts)
     return session, t_end
+
+
+def recorded_report():
+    """A CheckReport as the check job returns it (JSON), for the accuracy pane."""
+    import json
+
+    from eagle3_tui.eagle.accuracy import CheckReport
+
+    return CheckReport.from_dict(json.loads((DATA / "check_report.json").read_text(encoding="utf-8")))
+
+
+def recorded_plan(session: Session):
+    """The plan for the `train-[:-1]` preset against the recorded draft config (the real planner)."""
+    from eagle3_tui.session_presets import find_preset, plan_layers
+
+    preset = find_preset(session.presets(), "train-[:-1]")
+    return plan_layers(preset, path="/models/draft/config.json", before=DRAFT_CONFIG, num_layers=NUM_LAYERS,
+                       embed_capture=True, fc_num_aux=3)

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
@@ -14,22 +15,25 @@ from textual.widgets import Button, Label, Static
 from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_ids
 
 
-def diff_markup(diff: str) -> str:
-    """Colour a unified diff: additions good, removals bad, hunk headers muted."""
-    out = []
+def diff_content(diff: str) -> Content:
+    """Colour a unified diff: additions good, removals bad, hunk headers muted (no markup parsing:
+    JSON brackets are data)."""
+    parts: list[tuple[str, str] | str] = []
     for line in diff.splitlines():
-        esc = escape(line)
         if line.startswith(("+++", "---")):
-            out.append(f"[b]{esc}[/b]")
+            parts.append((line, "bold"))
         elif line.startswith("+"):
-            out.append(f"[$accept-good]{esc}[/]")
+            parts.append((line, "$accept-good"))
         elif line.startswith("-"):
-            out.append(f"[$accept-bad]{esc}[/]")
+            parts.append((line, "$accept-bad"))
         elif line.startswith("@@"):
-            out.append(f"[$foreground-muted]{esc}[/]")
+            parts.append((line, "$foreground-muted"))
         else:
-            out.append(esc)
-    return "\n".join(out) or "[$foreground-muted](no change to the file)[/]"
+            parts.append(line)
+        parts.append("\n")
+    if not parts:
+        return Content.from_markup("[$foreground-muted](no change to the file)[/]")
+    return Content.assemble(*parts[:-1])
 
 
 class DiffModal(ModalScreen[bool]):
@@ -50,14 +54,15 @@ class DiffModal(ModalScreen[bool]):
         preset = plan.preset
         with Vertical(id="diff-dialog", classes="dialog"):
             yield Label(f"[b]Apply preset {escape(preset.name)}[/b]", id="diff-title")
+            bounds = f" → boundaries {escape(fmt_boundaries(preset.boundaries))}" if preset.boundaries is not None else ""
             what = (
-                f"layer ids {escape(fmt_ids(preset.layer_ids))} → boundaries {escape(fmt_boundaries(preset.boundaries))}"
+                f"layer ids {escape(fmt_ids(preset.layer_ids))}{bounds}"
                 if preset.kind == "layers"
                 else "launch flags " + escape(" ".join(f"{k} {v}" for k, v in dict(preset.flags).items()))
             )
             yield Static(f"{what}\nfile: {escape(str(plan.path))}", id="diff-what")
             with VerticalScroll(id="diff-body"):
-                yield Static(diff_markup(plan.diff or ""), id="diff-text")
+                yield Static(diff_content(plan.diff or ""), id="diff-text")
             notes: list[str] = [f"[$accept-bad]✖ {escape(p)}[/]" for p in plan.problems or []]
             notes += [f"[$accept-warn]▲ {escape(w)}[/]" for w in plan.warnings or []]
             deadline = f" (deadline {fmt_duration(self.deadline_s)})" if self.deadline_s else ""

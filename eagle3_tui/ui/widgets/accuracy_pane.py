@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
@@ -51,7 +52,7 @@ class AccuracyPane(Vertical):
         with Vertical(id="check-progress"):
             yield Label("", id="check-label")
             yield ProgressBar(total=100, show_eta=False, id="check-bar")
-        yield DataTable(id="check-table", cursor_type="column", zebra_stripes=True)
+        yield DataTable(id="check-table", cursor_type="none", zebra_stripes=True)
         with VerticalScroll():
             yield Static("No check yet: press c to run the standalone accuracy check.", id="check-notes")
         yield Label("c run check · esc cancel it", id="check-keys")
@@ -76,7 +77,7 @@ class AccuracyPane(Vertical):
 
     def show_report(self, report: Any, served: tuple[int, ...] | None) -> None:
         self.remove_class("running")
-        results = list(getattr(report, "results", None) or [])
+        results = list(getattr(report, "wirings", None) or [])
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_column("", key="metric")
@@ -84,37 +85,46 @@ class AccuracyPane(Vertical):
             name = str(getattr(r, "name", f"wiring {i}"))
             if served is not None and tuple(getattr(r, "boundaries", ()) or ()) == tuple(served):
                 name += " (served)"
-            table.add_column(name, key=f"w{i}")
+            table.add_column(Text(name), key=f"w{i}")
         for label, attr, digits, pct in _ROWS:
-            table.add_row(label, *(_cell(r, attr, digits, pct) for r in results))
+            table.add_row(Text(label, style="bold"), *(Text(_cell(r, attr, digits, pct)) for r in results))
         self.query_one("#check-notes", Static).update(report_notes(report))
 
 
 def report_notes(report: Any) -> str:
-    """The norm probe, the checkpoint findings and anything else the report says, as markup."""
+    """The data, the norm probe, the checkpoint findings and the notes of a CheckReport, as markup."""
     lines: list[str] = []
-    best = getattr(report, "best", None)
-    if best:
-        lines.append(f"[b]Best wiring:[/b] {escape(str(best))}")
-    probe = getattr(report, "norm_probe", None)
+    wirings = list(getattr(report, "wirings", None) or [])
+    scored = [w for w in wirings if w.top1 is not None]
+    if scored:
+        best = max(scored, key=lambda w: w.top1)
+        lines.append(
+            f"[b]Best wiring:[/b] [$accept-good]{escape(best.name)}[/] {escape(fmt_boundaries(best.boundaries))}"
+            f" top-1 {best.top1 * 100:.1f}% · predicted accept len {fmt_num(best.predicted_accept_len)}"
+            f" (chain of {getattr(report, 'steps', '?')} steps)"
+        )
+    lines.append(
+        f"[$foreground-muted]data {escape(str(getattr(report, 'data', '')))} ({escape(str(getattr(report, 'layout', '')))}),"
+        f" {getattr(report, 'files_read', 0)}/{getattr(report, 'files_total', 0)} files,"
+        f" {getattr(report, 'positions', 0)} positions, {escape(str(getattr(report, 'device', '')))}"
+        f" {escape(str(getattr(report, 'dtype', '')))}, {fmt_num(getattr(report, 'elapsed_s', None), 1)} s[/]"
+    )
+    probe = list(getattr(report, "probe", None) or [])
     if probe:
-        lines.append("[b]Norm probe[/b]")
-        if isinstance(probe, dict):
-            for k, v in probe.items():
-                lines.append(f"  {escape(str(k))}: {escape(fmt_num(v) if isinstance(v, float) else str(v))}")
-        else:
-            lines.append(f"  {escape(str(probe))}")
+        lines.append("[b]Norm probe[/b] (which data slot holds the embedding output)")
+        for p in probe:
+            d = p if isinstance(p, dict) else vars(p)
+            b = d.get("boundary")
+            where = f" = {fmt_boundaries([b])[1:-1]}" if b is not None else ""
+            cos = d.get("embed_cosine")
+            cos_txt = f", cosine with the embedding {cos:.2f}" if isinstance(cos, (int, float)) else ""
+            emb = " [$accept-warn]embedding-like[/]" if d.get("embed_like") else ""
+            lines.append(f"  slot {d.get('slot')}{escape(where)}: mean norm {fmt_num(d.get('mean_norm'))}{escape(cos_txt)}{emb}")
     findings = list(getattr(report, "findings", None) or [])
-    lines.append("[b]Findings[/b]" if findings else "[b]Findings[/b]: none")
+    lines.append("[b]Checkpoint[/b]" + ("" if findings else ": every tensor maps onto SGLang's llama_eagle3"))
     for f in findings:
-        sev = getattr(f, "severity", getattr(f, "kind", ""))
-        title = getattr(f, "title", None) or getattr(f, "message", None) or str(f)
-        var = "$accept-bad" if sev in ("error", "unknown", "missing", "shape", "fc-width") else "$accept-warn"
-        lines.append(f"  [{var}]{escape(str(sev))}[/] {escape(str(title))}")
-        fix = getattr(f, "fix", None)
-        if fix:
-            lines.append(f"      fix: {escape(str(fix))}")
-    tps = getattr(report, "tokens_per_s", None)
-    if tps:
-        lines.append(f"[$foreground-muted]drafter forward: {tps:,.0f} tokens/s[/]")
+        d = f if isinstance(f, dict) else vars(f)
+        lines.append(f"  [$accept-bad]{escape(str(d.get('kind', '')))}[/] {escape(str(d.get('tensor', '')))}: {escape(str(d.get('message', '')))}")
+    for note in getattr(report, "notes", None) or []:
+        lines.append(f"[$foreground-muted]· {escape(str(note))}[/]")
     return "\n".join(lines)

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, ProgressBar
 
-# Keys pulled out of a row's config/results into their own columns, in this order.
+# Config keys shown as their own columns, in this order.
 _CONFIG_KEYS = ("preset", "steps", "topk", "draft_tokens", "boundaries")
-_RESULT_KEYS: tuple[tuple[str, ...], ...] = (
-    ("accept_len", "accept_len_log", "accept_len_client"),
-    ("tok_s", "output_tps"),
-    ("speedup",),
-)
 
 
 def _short(value: Any) -> str:
@@ -31,18 +26,11 @@ def _short(value: Any) -> str:
 
 
 def row_cells(row: Any) -> list[str]:
-    """Cells for one LedgerRow: id, when, kind, host, chosen config/result keys, note."""
-    data: Mapping[str, Any] = dataclasses.asdict(row) if dataclasses.is_dataclass(row) else dict(vars(row))
-    config = data.get("config") or {}
-    results = data.get("results") or {}
-    ts = data.get("ts") or data.get("time") or data.get("created")
-    when = time.strftime("%m-%d %H:%M", time.localtime(ts)) if isinstance(ts, (int, float)) else _short(ts)
-    cells = [_short(data.get("id")), when, _short(data.get("kind")), _short(data.get("host"))]
-    cells += [_short(config.get(k)) for k in _CONFIG_KEYS]
-    cells += [
-        _short(next((results[k] for k in keys if results.get(k) is not None), None)) for keys in _RESULT_KEYS
-    ]
-    cells.append(_short(data.get("note") or ""))
+    """Cells for one LedgerRow: id, when, kind, host, config columns, accept len, tok/s, speedup, note."""
+    when = time.strftime("%m-%d %H:%M", time.localtime(row.ts))
+    cells = [str(row.id), when, row.kind, row.host]
+    cells += [_short(row.config.get(k)) for k in _CONFIG_KEYS]
+    cells += [_short(row.accept_len), _short(row.tok_s), _short(row.results.get("speedup")), row.note or ""]
     return cells
 
 
@@ -72,7 +60,7 @@ class LedgerPane(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
-            table.add_row(*row_cells(row))
+            table.add_row(*(Text(c) for c in row_cells(row)))
         if rows:
             table.move_cursor(row=len(rows) - 1)
 

@@ -106,7 +106,7 @@ class LogPane(Vertical):
         self._update_state()
 
     @property
-    def log(self) -> Log:
+    def log_widget(self) -> Log:
         return self.query_one(Log)
 
     def apply_theme(self) -> None:
@@ -139,7 +139,7 @@ class LogPane(Vertical):
             else:
                 lines = [ln for ln in lines if pattern.search(ln)]
         if self.wrap:
-            width = max(self.log.size.width - 1, 20)
+            width = max(self.log_widget.size.width - 1, 20)
             out: list[str] = []
             for ln in lines:
                 out.extend(wrap_line(ln, width))
@@ -150,14 +150,14 @@ class LogPane(Vertical):
         if not self.pending:
             return
         batch, self.pending = self.pending, []
-        self.log.write_lines(batch)
+        self.log_widget.write_lines(batch)
         if self.paused:
             return
 
     def rebuild(self) -> None:
         """Re-render from history (filter, wrap or theme changed, or resume)."""
         self.pending = []
-        log = self.log
+        log = self.log_widget
         log.clear()
         visible = self._visible(self.history)
         log.write_lines(visible)
@@ -186,7 +186,7 @@ class LogPane(Vertical):
 
     def close_filter(self) -> None:
         self.remove_class("filtering")
-        self.log.focus()
+        self.log_widget.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -197,9 +197,9 @@ class LogPane(Vertical):
         self.paused = not self.paused
         if self.paused:
             self.flush()
-            self.log.auto_scroll = False
+            self.log_widget.auto_scroll = False
         else:
-            self.log.auto_scroll = True
+            self.log_widget.auto_scroll = True
             self.new_while_paused = 0
             self.rebuild()
         self._update_state()
@@ -209,10 +209,10 @@ class LogPane(Vertical):
         self.rebuild()
 
     def top(self) -> None:
-        self.log.scroll_home(animate=False)
+        self.log_widget.scroll_home(animate=False)
 
     def bottom(self) -> None:
-        self.log.scroll_end(animate=False)
+        self.log_widget.scroll_end(animate=False)
 
     def _update_state(self) -> None:
         bits = ["[b]PAUSED[/b] (space resumes)" if self.paused else "following"]

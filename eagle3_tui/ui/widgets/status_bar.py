@@ -87,7 +87,11 @@ class StatusBar(Static):
             steps = getattr(server, "steps", None)
             topk = getattr(server, "topk", None)
             draft = getattr(server, "draft_tokens", None)
-            parts1.append(f"steps {fmt_num(steps)} topk {fmt_num(topk)} draft tokens {fmt_num(draft)}")
+            asked = getattr(server, "requested_draft_tokens", None)
+            draft_txt = fmt_num(draft)
+            if asked is not None and draft is not None and asked != draft:
+                draft_txt = f"[$accept-warn]{draft} (asked {asked})[/]"
+            parts1.append(f"steps {fmt_num(steps)} topk {fmt_num(topk)} draft tokens {draft_txt}")
         if self.restart_note:
             parts1.append(f"[$warning]{escape(self.restart_note)}[/]")
         if getattr(s, "readonly", False):
@@ -95,7 +99,7 @@ class StatusBar(Static):
 
         ids = getattr(server, "layer_ids", None)
         bounds = getattr(server, "boundaries", None)
-        parts2 = [f"layer ids {escape(fmt_ids(ids))} → boundaries {escape(fmt_boundaries(bounds))}"]
+        parts2 = [f"ids {escape(fmt_ids(ids))} → {escape(fmt_boundaries(bounds))}"]
         preset = getattr(server, "active_preset", None)
         parts2.append(f"preset {escape(preset or '–')}")
         summary = _summary(s)
@@ -110,15 +114,15 @@ class StatusBar(Static):
             var = {"good": "$accept-good", "warn": "$accept-warn", "bad": "$accept-bad"}.get(
                 level, "$foreground"
             )
-            txt = f"accept len [{var}]{fmt_num(acc)}[/]"
+            txt = f"accept [{var}]{fmt_num(acc)}[/]"
             if predicted:
-                txt += f" (check predicts {fmt_num(predicted)})"
+                txt += f" (check {fmt_num(predicted)})"
             parts2.append(txt)
             tps = getattr(summary, "gen_tps", None)
             base = getattr(s.telemetry, "baseline_tps", None)
             tps_txt = f"{fmt_num(tps, 1)} tok/s"
             if base:
-                tps_txt += f" (baseline {fmt_num(base, 1)})"
+                tps_txt += f" (base {fmt_num(base, 1)})"
             parts2.append(tps_txt)
         findings = list(getattr(s, "findings", []) or [])
         if findings:
@@ -151,7 +155,7 @@ def _predicted(session: Any) -> float | None:
     if report is None:
         return None
     served = getattr(session.server, "boundaries", None)
-    for result in getattr(report, "results", None) or []:
+    for result in getattr(report, "wirings", None) or []:
         if served is not None and tuple(getattr(result, "boundaries", ()) or ()) == tuple(served):
             return getattr(result, "predicted_accept_len", None)
-    return getattr(report, "predicted_accept_len", None)
+    return None
