@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 __all__ = [
+    "KEY_NEEDLES",
     "DecodeStats",
     "Failure",
     "HttpAccess",
@@ -33,6 +34,7 @@ __all__ = [
     "ServerArgs",
     "ServerReady",
     "ServerWarning",
+    "epoch_of",
     "parse_line",
     "parse_timestamp",
     "split_prefix",
@@ -134,7 +136,11 @@ class Failure:
 
     @property
     def last_line(self) -> str:
-        """The line that says what went wrong: the traceback's last non-blank line, else the message."""
+        """The line that says what went wrong: the traceback's last exception line (`XError: ...`),
+        else its last non-blank line, else the message."""
+        for text in reversed(self.traceback):
+            if _EXCEPTION_LINE.match(text):
+                return text.strip()
         for text in reversed(self.traceback):
             if text.strip():
                 return text.strip()
@@ -171,6 +177,8 @@ class Other:
 
 LogEvent = DecodeStats | PrefillStats | ServerReady | ServerArgs | Failure | ServerWarning | HttpAccess | Other
 
+_EXCEPTION_LINE = re.compile(r"\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault)\b.*")
+
 # --- prefixes and timestamps -------------------------------------------------------------------
 
 # SGLang's own prefix: `[%(asctime)s{.msecs}{ DP0}{ PP0}{ TP0}{ EP0}] `.
@@ -191,7 +199,7 @@ _UVICORN_LEVEL = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _day_cache: dict[str, int] = {}
 
 
-def _epoch(day: str, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
+def epoch_of(day: str, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
     """Seconds since the epoch of a printed date and time, read as UTC; None if it is no date."""
     base = _day_cache.get(day)
     if base is None:
@@ -219,7 +227,7 @@ def parse_timestamp(text: str) -> float | None:
     m = _ANY_DATETIME.search(text)
     if m is None:
         return None
-    return _epoch(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5))
+    return epoch_of(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5))
 
 
 def _ranks(tags: str) -> dict[str, int]:
@@ -238,12 +246,12 @@ def split_prefix(text: str, end: int | None = None) -> tuple[float | None, dict[
     for m in _SGLANG_PREFIX.finditer(text, 0, end):
         last = m
     if last is not None:
-        ts = _epoch(last.group(1), last.group(2), last.group(3), last.group(4), last.group(5))
+        ts = epoch_of(last.group(1), last.group(2), last.group(3), last.group(4), last.group(5))
         return ts, _ranks(last.group(6)), last.end()
     pos = _strip_wrappers(text)
     m2 = _ANY_DATETIME.match(text, pos)
     if m2 is not None and m2.start() < end:
-        ts = _epoch(m2.group(1), m2.group(2), m2.group(3), m2.group(4), m2.group(5))
+        ts = epoch_of(m2.group(1), m2.group(2), m2.group(3), m2.group(4), m2.group(5))
         head = _PYLOG_HEAD.match(text, pos)
         start = head.end() if head is not None else m2.end()
         return ts, {}, min(start, end)
@@ -434,6 +442,20 @@ _WARNING_TEXTS: tuple[str, ...] = (
     "deprecated",
 )
 _WARNING_LEVEL = re.compile(r"(?:\bWARNING\b|\bWARN\b|\w*Warning:)")
+# Every line that parse_line turns into DecodeStats, ServerReady, ServerArgs, Failure or
+# ServerWarning contains one of these byte strings: a scanner may skip lines that hold none of them
+# (and are not stat lines) without changing what a replay reports.
+KEY_NEEDLES: tuple[bytes, ...] = (
+    b"Decode batch",
+    b"accept len",
+    b"gen throughput",
+    _READY.encode(),
+    b"server_args=ServerArgs(",
+    *(needle.encode() for needle, _ in _FAILURES),
+    b"WARN",
+    b"Warning:",
+    *(text.encode() for text in _WARNING_TEXTS),
+)
 _ACCESS = re.compile(r"(\S+) - \"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
 _ARG = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
@@ -472,6 +494,12 @@ def _parse(text: str) -> LogEvent:
     m = _STATS_HEADER.search(text)
     if m is not None:
         return _stats(text, m)
+    a = _ACCESS.search(text)
+    if a is not None:
+        ts, _ = _message(text, a.start())
+        return HttpAccess(
+            timestamp=ts, client=a.group(1), method=a.group(2), path=a.group(3), status=int(a.group(4)), line=text
+        )
     if _READY in text:
         ts, _ = _message(text)
         return ServerReady(timestamp=ts, line=text)
@@ -482,12 +510,6 @@ def _parse(text: str) -> LogEvent:
         if needle in text:
             ts, msg = _message(text)
             return Failure(timestamp=ts, kind=kind, message=msg, traceback=(), line=text)
-    a = _ACCESS.search(text)
-    if a is not None:
-        ts, _ = _message(text, a.start())
-        return HttpAccess(
-            timestamp=ts, client=a.group(1), method=a.group(2), path=a.group(3), status=int(a.group(4)), line=text
-        )
     if _WARNING_LEVEL.search(text) or any(w in text for w in _WARNING_TEXTS):
         ts, msg = _message(text)
         return ServerWarning(timestamp=ts, message=msg, line=text)

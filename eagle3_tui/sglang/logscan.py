@@ -1,0 +1,245 @@
+"""Reading a whole log file fast (replay), with the same meaning as `parse_line`.
+
+A Python regex per line reads about 2 M lines/s; `grep` reads 15 M (research/perf_anchors.md).
+So the fast path works on 1 MiB blocks with a few C-level passes:
+
+1. one `finditer` finds the lines that are *not* plain SGLang stat or access lines
+   (`[date time RANKS] Decode batch…`, `… Prefill batch…`, `… INFO:     client - "…`);
+2. those odd lines are checked at once for the byte strings (`KEY_NEEDLES`) that every line
+   `parse_line` would turn into a decode, readiness, start, failure or warning event holds;
+   the rare ones that do are fed, in order, through `LogReader` (with the traceback that follows
+   a failure), and the stretches between them are read in bulk;
+3. in a stretch, decode lines are counted and their `accept len`, `accept rate` and
+   `gen throughput` values pulled out with `findall`, and handed to the sink as printed texts.
+
+`fast=False` feeds every line through `LogReader`: the reference the fast path is tested against.
+Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import islice
+from typing import BinaryIO, Protocol
+
+from eagle3_tui.sglang.logline import KEY_NEEDLES, LogEvent, LogReader, Other, epoch_of, parse_line
+
+__all__ = ["ScanResult", "ScanSink", "scan"]
+
+BLOCK_SIZE = 1 << 20
+MAX_LONG_LINE = 1 << 20
+PROBE_BYTES = 4 << 20  # give up on a file with no log line in its first 4 MiB
+
+_HEAD = rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] "
+_PLAIN = _HEAD + rb"(?:(?:Decode|Prefill) batch(?: \[\d+\])?[.,]|INFO:     \S+ - \")"
+_PLAIN_AT = re.compile(_PLAIN)
+_PLAIN_ANY = re.compile(rb"(?:^|\n)" + _PLAIN)
+_ODD = re.compile(rb"\n(?!" + _PLAIN + rb")([^\n]*)")
+_DECODE_TS = re.compile(
+    rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
+)
+_ACCEPT_LEN = re.compile(rb"accept len: ([^,\n]*)")
+_GEN_TPS = re.compile(rb"gen throughput \(token/s\): ([^,\n]*)")
+_PAIR = re.compile(rb"accept len: ([^,\n]*), accept rate: ([^,\n]*)")
+
+
+class ScanSink(Protocol):
+    """Where scanned data goes (telemetry.runs.RunSplitter is one)."""
+
+    @property
+    def pairs_wanted(self) -> int: ...
+
+    def event(self, ev: LogEvent) -> None: ...
+
+    def decode_bulk(
+        self,
+        lines: int,
+        accept_lens: Iterable[bytes],
+        gen_tps: Iterable[bytes],
+        pairs: Iterable[tuple[bytes, bytes]],
+        t_first: float | None,
+        t_last: float | None,
+    ) -> None: ...
+
+
+@dataclass
+class ScanResult:
+    bytes_read: int = 0
+    recognized: bool = False  # saw at least one line parse_line reads as an SGLang log record
+    gave_up: bool = False  # stopped after PROBE_BYTES without one
+
+
+def _ts(m: re.Match[bytes] | None) -> float | None:
+    if m is None:
+        return None
+    frac = m.group(5)
+    return epoch_of(
+        m.group(1).decode(), m.group(2).decode(), m.group(3).decode(), m.group(4).decode(),
+        frac.decode() if frac else None,
+    )
+
+
+def _relevant(text: bytes) -> bool:
+    return any(n in text for n in KEY_NEEDLES)
+
+
+class _Scanner:
+    def __init__(self, sink: ScanSink, fast: bool) -> None:
+        self.sink = sink
+        self.fast = fast
+        self.reader = LogReader()
+        self.result = ScanResult()
+
+    # -- one line at a time --------------------------------------------------------------------
+
+    def _feed(self, raw: bytes) -> None:
+        events = self.reader.feed(raw.decode("utf-8", "replace"))
+        for ev in events:
+            if not self.result.recognized and not isinstance(ev, Other):
+                self.result.recognized = True
+            self.sink.event(ev)
+
+    def _line_end(self, block: bytes, s: int) -> int:
+        e = block.find(b"\n", s)
+        return len(block) if e < 0 else e
+
+    def slow_block(self, block: bytes) -> None:
+        for raw in block.split(b"\n"):
+            self._feed(raw)
+
+    def _slow_while_pending(self, block: bytes, pos: int) -> int:
+        end = len(block)
+        while pos < end and self.reader.pending is not None:
+            e = self._line_end(block, pos)
+            self._feed(block[pos:e])
+            pos = e + 1
+        return pos
+
+    # -- blocks --------------------------------------------------------------------------------
+
+    def fast_block(self, block: bytes) -> None:
+        if b"\x00" in block:  # NULs: parse_line rejects such lines; keep its exact view
+            self.slow_block(block)
+            return
+        end = len(block)
+        if not self.result.recognized and _PLAIN_ANY.search(block):
+            self.result.recognized = True
+        relevant = self._relevant_starts(block)
+        pos = 0
+        for s in relevant:
+            if s < pos:
+                continue
+            if self.reader.pending is not None:
+                pos = self._slow_while_pending(block, pos)
+                if s < pos:
+                    continue
+            if s > pos:
+                self._bulk(block, pos, s)
+            e = self._line_end(block, s)
+            self._feed(block[s:e])
+            pos = self._slow_while_pending(block, e + 1)
+        if self.reader.pending is not None:
+            pos = self._slow_while_pending(block, pos)
+        if pos < end:
+            self._bulk(block, pos, end)
+
+    def _relevant_starts(self, block: bytes) -> list[int]:
+        """Starts of the odd lines that may hold an event other than prefill/access/other."""
+        first_end = self._line_end(block, 0)
+        first_odd = _PLAIN_AT.match(block, 0) is None
+        odd = _ODD.findall(block)
+        if first_odd:
+            odd.append(block[:first_end])
+        if not self.result.recognized:
+            for text in odd:
+                if not isinstance(parse_line(text.decode("utf-8", "replace")), Other):
+                    self.result.recognized = True
+                    break
+        if not odd:
+            return []
+        joined = b"\n".join(odd)
+        if not _relevant(joined):
+            return []
+        starts = [0] if first_odd and _relevant(block[:first_end]) else []
+        for m in _ODD.finditer(block):
+            if _relevant(m.group(1)):
+                starts.append(m.start(1))
+        return starts
+
+    def _bulk(self, block: bytes, a: int, b: int) -> None:
+        n = block.count(b"Decode batch", a, b)
+        if not n:
+            return
+        wanted = self.sink.pairs_wanted
+        pairs = [m.groups() for m in islice(_PAIR.finditer(block, a, b), wanted)] if wanted > 0 else []
+        t_first = _ts(_DECODE_TS.search(block, a, b))
+        i = block.rfind(b"Decode batch", a, b)
+        ls = max(block.rfind(b"\n", a, i) + 1, a)
+        t_last = _ts(_DECODE_TS.match(block, ls))
+        self.sink.decode_bulk(
+            n, _ACCEPT_LEN.findall(block, a, b), _GEN_TPS.findall(block, a, b), pairs, t_first, t_last
+        )
+
+    def finish(self) -> None:
+        for ev in self.reader.flush():
+            self.sink.event(ev)
+
+
+def scan(
+    stream: BinaryIO,
+    sink: ScanSink,
+    *,
+    fast: bool = True,
+    block_size: int = BLOCK_SIZE,
+    probe_bytes: int = PROBE_BYTES,
+) -> ScanResult:
+    """Read `stream` to its end (or give up on a non-log) and pass what it holds to `sink`."""
+    sc = _Scanner(sink, fast)
+    rest = b""
+    skipping = False  # inside a line longer than MAX_LONG_LINE
+    res = sc.result
+    while True:
+        chunk = stream.read(block_size)
+        if not chunk:
+            break
+        res.bytes_read += len(chunk)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if skipping:
+                continue
+            rest += chunk
+            if len(rest) > MAX_LONG_LINE:
+                rest, skipping = b"", True
+            continue
+        if skipping:
+            head = b""
+            skipping = False
+            start = chunk.find(b"\n") + 1
+            block = chunk[start : cut + 1]
+        else:
+            head = rest
+            block = chunk[: cut + 1]
+        if head:
+            first_nl = block.find(b"\n")
+            if len(head) + first_nl > MAX_LONG_LINE:
+                block = block[first_nl + 1 :]
+            else:
+                block = head + block
+        rest = chunk[cut + 1 :]
+        block = block[:-1]  # drop the final newline: lines are what lies between newlines
+        if fast:
+            sc.fast_block(block)
+        else:
+            sc.slow_block(block)
+        if not res.recognized and res.bytes_read >= probe_bytes:
+            res.gave_up = True
+            return res
+    if rest and not skipping:
+        if fast:
+            sc.fast_block(rest)
+        else:
+            sc.slow_block(rest)
+    sc.finish()
+    return res
