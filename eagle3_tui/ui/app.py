@@ -17,18 +17,14 @@ from typing import Any, ClassVar
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
 from textual.widgets import Footer, Label, Log, TabbedContent, TabPane
 from textual.worker import Worker
 
 from eagle3_tui.ui import keys
-from eagle3_tui.ui.commands import ConsoleCommands
 from eagle3_tui.ui.format import fmt_num
-from eagle3_tui.ui.screens.boot import BootScreen
-from eagle3_tui.ui.screens.help import HelpScreen
-from eagle3_tui.ui.screens.modals import ConfirmModal, DiffModal
 from eagle3_tui.ui.themes import (
     DEFAULT_THEME,
     SEMANTIC_DEFAULTS,
@@ -36,16 +32,20 @@ from eagle3_tui.ui.themes import (
     load_themes,
     user_theme_dir,
 )
-from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
-from eagle3_tui.ui.widgets.charts import ChartData, Strip, TimeChart
-from eagle3_tui.ui.widgets.config_pane import ConfigPane
-from eagle3_tui.ui.widgets.findings import FindingsPane
-from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
+from eagle3_tui.ui.widgets.chart_data import ChartData
 from eagle3_tui.ui.widgets.log_pane import LogPane
 from eagle3_tui.ui.widgets.status_bar import StatusBar, _predicted
+from eagle3_tui.ui.widgets.strips import Strip
 
 WINDOWS: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0)
 TABS = ("live", "findings", "config", "accuracy", "ledger")
+
+
+def _console_commands() -> Any:
+    """The palette provider, imported when the palette first opens (not on the way to the first frame)."""
+    from eagle3_tui.ui.commands import ConsoleCommands
+
+    return ConsoleCommands
 
 
 class SessionEvent(Message):
@@ -76,7 +76,7 @@ class Eagle3App(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "eagle3-tui"
-    COMMANDS: ClassVar = App.COMMANDS | {ConsoleCommands}
+    COMMANDS: ClassVar = App.COMMANDS | {_console_commands}
     BINDINGS: ClassVar[list[Binding]] = keys.APP_BINDINGS  # type: ignore[assignment]
 
     def __init__(
@@ -87,6 +87,7 @@ class Eagle3App(App[int]):
         start: Callable[[Any], Awaitable[None]] | None = None,
         on_exit: Callable[[Any], Awaitable[None]] | None = None,
         hint: str = "",
+        boot_screen: bool = True,
         clock: Callable[[], float] = time.time,
         theme_name: str | None = None,
         keymap: dict[str, str] | None = None,
@@ -97,6 +98,7 @@ class Eagle3App(App[int]):
         super().__init__()
         self.session: Any = session
         self._boot = boot
+        self._boot_screen = boot_screen
         self._start = start
         self.on_exit_hook = on_exit
         self.hint = hint
@@ -114,6 +116,8 @@ class Eagle3App(App[int]):
         self.jobs: dict[str, Worker[Any]] = {}
         self.restarting = False
         self.quitting = False
+        self.panes_ready = False
+        self.session_wired = False
 
     # -- themes ------------------------------------------------------------------------------------
     def _register_themes(self, dirs: list[Path]) -> None:
@@ -148,7 +152,7 @@ class Eagle3App(App[int]):
     def watch_theme(self, theme: str) -> None:
         if not self.screen_stack:
             return
-        for chart in self.query(TimeChart):
+        for chart in self._charts():
             chart.dirty = True
         for pane in self.query(LogPane):
             pane.apply_theme()
@@ -158,36 +162,19 @@ class Eagle3App(App[int]):
         yield StatusBar(clock=self.clock, id="status")
         with TabbedContent(initial="live", id="tabs"):
             with TabPane("1 Live", id="live"):
-                with Horizontal(id="charts"):
-                    yield TimeChart(
-                        "accept length",
-                        self._accept_data,
-                        color_var="chart-accept",
-                        y_label="tokens",
-                        max_hz=self.chart_hz,
-                        id="chart-accept",
-                    )
-                    yield TimeChart(
-                        "generation tok/s",
-                        self._tps_data,
-                        color_var="chart-tps",
-                        y_label="tok/s",
-                        max_hz=self.chart_hz,
-                        id="chart-tps",
-                    )
-                with Horizontal(id="strips"):
-                    yield Strip("running requests", id="strip-running")
-                    yield Strip("token usage", id="strip-usage")
-                    yield Label("", id="window-label")
-                yield LogPane(id="logpane")
+                # Everything inside the panes mounts right after the first frame (plotext alone costs
+                # ~100 ms to import and build): the first frame is the status bar, the tabs and the keys.
+                yield Horizontal(id="charts")
+                yield Horizontal(id="strips")
+                yield Vertical(id="log-holder")
             with TabPane("2 Findings", id="findings"):
-                yield FindingsPane(id="findings-pane")
+                pass
             with TabPane("3 Config", id="config"):
-                yield ConfigPane(id="config-pane")
+                pass
             with TabPane("4 Accuracy", id="accuracy"):
-                yield AccuracyPane(id="accuracy-pane")
+                pass
             with TabPane("5 Ledger", id="ledger"):
-                yield LedgerPane(id="ledger-pane")
+                pass
         yield Label(escape(self.hint), id="hint")
         yield Footer()
 
@@ -198,14 +185,66 @@ class Eagle3App(App[int]):
             self.notify(reason, severity="warning", timeout=8)
         if not self.hint:
             self.query_one("#hint").display = False
-        self._update_window_label()
         self.set_interval(1.0 / max(self.chart_hz, 0.1), self._chart_tick)
         self.set_interval(1.0, self._second_tick)
+        # The hidden panes mount after the first frame: the first frame pays only for what it shows.
+        self.call_after_refresh(self._mount_hidden_panes)
+        if self._boot is not None and self.session is None:
+            if self._boot_screen:
+                from eagle3_tui.ui.screens.boot import BootScreen
+
+                self.push_screen(BootScreen())
+            # After the first frame: booting imports the session (and, for the demo, builds the world).
+            self.call_after_refresh(self._run_boot)
+
+    async def _mount_hidden_panes(self) -> None:
+        from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
+        from eagle3_tui.ui.widgets.charts import TimeChart
+        from eagle3_tui.ui.widgets.config_pane import ConfigPane
+        from eagle3_tui.ui.widgets.findings import FindingsPane
+        from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
+
+        charts = self.query_one("#charts", Horizontal)
+        if not charts.is_attached:
+            return
+        await self.query_one("#strips", Horizontal).mount(
+            Strip("running requests", id="strip-running"),
+            Strip("token usage", id="strip-usage"),
+            Label("", id="window-label"),
+        )
+        self._update_window_label()
+        await self.query_one("#log-holder", Vertical).mount(LogPane(id="logpane"))
+        await charts.mount(
+            TimeChart(
+                "accept length",
+                self._accept_data,
+                color_var="chart-accept",
+                y_label="tokens",
+                max_hz=self.chart_hz,
+                id="chart-accept",
+            ),
+            TimeChart(
+                "generation tok/s",
+                self._tps_data,
+                color_var="chart-tps",
+                y_label="tok/s",
+                max_hz=self.chart_hz,
+                id="chart-tps",
+            ),
+        )
+        for tab, pane in (
+            ("findings", FindingsPane(id="findings-pane")),
+            ("config", ConfigPane(id="config-pane")),
+            ("accuracy", AccuracyPane(id="accuracy-pane")),
+            ("ledger", LedgerPane(id="ledger-pane")),
+        ):
+            target = self.query_one(f"#{tab}", TabPane)
+            if not target.is_attached:
+                return
+            await target.mount(pane)
+        self.panes_ready = True
         if self.session is not None:
             self._wire_session()
-        elif self._boot is not None:
-            self.push_screen(BootScreen())
-            self._run_boot()
 
     @property
     def readonly(self) -> bool:
@@ -214,6 +253,7 @@ class Eagle3App(App[int]):
     # -- session wiring ----------------------------------------------------------------------------
     def _wire_session(self) -> None:
         s = self.session
+        self.session_wired = True
         s.add_listener(self._listener)
         self._render_all()
         if self._start is not None:
@@ -233,26 +273,27 @@ class Eagle3App(App[int]):
             self.session = await self._boot(progress)
         except Exception as err:  # a failed boot is a message on the boot screen, not a traceback
             screen = self.screen
-            if isinstance(screen, BootScreen):
+            if getattr(screen, "is_boot_screen", False):
                 screen.failed(str(err) or type(err).__name__)
             self.notify(str(err) or type(err).__name__, severity="error", timeout=30)
             return
-        if isinstance(self.screen, BootScreen):
+        if getattr(self.screen, "is_boot_screen", False):
             self.pop_screen()
-        self._wire_session()
+        if self.panes_ready:
+            self._wire_session()
 
     def on_boot_progress(self, message: BootProgress) -> None:
-        if isinstance(self.screen, BootScreen):
+        if getattr(self.screen, "is_boot_screen", False):
             self.screen.add(message.text)
 
     def _render_all(self) -> None:
         s = self.session
         self.query_one(StatusBar).refresh_from(s)
-        self.query_one(FindingsPane).set_findings(s.findings)
+        self.query_one("#findings-pane").set_findings(s.findings)
         self._refresh_presets()
-        self.query_one(ConfigPane).set_served(s.server, self.readonly)
+        self.query_one("#config-pane").set_served(s.server, self.readonly)
         if s.check is not None:
-            self.query_one(AccuracyPane).show_report(s.check, self._served_boundaries())
+            self.query_one("#accuracy-pane").show_report(s.check, self._served_boundaries())
         self._refresh_ledger()
         self._mark_charts()
         self.refresh_bindings()
@@ -271,7 +312,7 @@ class Eagle3App(App[int]):
             return []
 
     def _refresh_presets(self) -> None:
-        self.query_one(ConfigPane).set_presets(
+        self.query_one("#config-pane").set_presets(
             self.preset_list(), getattr(self.session.server, "active_preset", None)
         )
 
@@ -281,7 +322,7 @@ class Eagle3App(App[int]):
         except Exception as err:  # an unreadable ledger is a toast; the rest keeps working
             self.notify(f"ledger unreadable: {err}", severity="warning")
             return
-        self.query_one(LedgerPane).set_rows(rows)
+        self.query_one("#ledger-pane").set_rows(rows)
 
     @on(SessionEvent)
     def _on_session_event(self, message: SessionEvent) -> None:
@@ -299,7 +340,7 @@ class Eagle3App(App[int]):
 
     def _ev_ServerChanged(self, ev: Any) -> None:
         self.query_one(StatusBar).refresh_from(self.session)
-        self.query_one(ConfigPane).set_served(ev.server, self.readonly)
+        self.query_one("#config-pane").set_served(ev.server, self.readonly)
         self._refresh_presets()
         if getattr(ev.server, "state", "") == "failed":
             tail = list(getattr(ev.server, "log_tail", None) or [])[-5:]
@@ -313,7 +354,7 @@ class Eagle3App(App[int]):
         self._mark_charts()
 
     def _ev_FindingsChanged(self, ev: Any) -> None:
-        self.query_one(FindingsPane).set_findings(ev.findings)
+        self.query_one("#findings-pane").set_findings(ev.findings)
         self.query_one(StatusBar).refresh_from(self.session)
 
     def _ev_RestartProgress(self, ev: Any) -> None:
@@ -321,13 +362,13 @@ class Eagle3App(App[int]):
         bar = self.query_one(StatusBar)
         bar.restart_note = note if ev.phase not in ("ready", "failed", "done") else ""
         bar.refresh_from(self.session)
-        self.query_one(ConfigPane).show_restart(None if not bar.restart_note else note)
+        self.query_one("#config-pane").show_restart(None if not bar.restart_note else note)
 
     def _ev_CheckProgress(self, ev: Any) -> None:
-        self.query_one(AccuracyPane).show_progress(ev.done, ev.total, ev.eta_s, ev.wiring)
+        self.query_one("#accuracy-pane").show_progress(ev.done, ev.total, ev.eta_s, ev.wiring)
 
     def _ev_CheckFinished(self, ev: Any) -> None:
-        pane = self.query_one(AccuracyPane)
+        pane = self.query_one("#accuracy-pane")
         if ev.error:
             pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(str(ev.error))}")
             self.notify(f"check failed: {ev.error}", severity="error", timeout=10)
@@ -338,10 +379,10 @@ class Eagle3App(App[int]):
         self._mark_charts()
 
     def _ev_BenchProgress(self, ev: Any) -> None:
-        self.query_one(LedgerPane).show_progress(ev.done, ev.total, "benchmark")
+        self.query_one("#ledger-pane").show_progress(ev.done, ev.total, "benchmark")
 
     def _ev_BenchFinished(self, ev: Any) -> None:
-        self.query_one(LedgerPane).hide_progress()
+        self.query_one("#ledger-pane").hide_progress()
         if ev.error:
             self.notify(f"benchmark failed: {ev.error}", severity="error", timeout=10)
         else:
@@ -361,22 +402,27 @@ class Eagle3App(App[int]):
 
     # -- charts --------------------------------------------------------------------------------------
     def _mark_charts(self) -> None:
-        for chart in self.query(TimeChart):
+        for chart in self._charts():
             chart.dirty = True
         self._strips_dirty = True
 
+    def _charts(self) -> list[Any]:
+        if not self.panes_ready:
+            return []
+        return list(self.query("#charts > *"))
+
     def _chart_tick(self) -> None:
-        if self.session is None:
+        if self.session is None or not self.panes_ready:
             return
         now = time.monotonic()
-        for chart in self.query(TimeChart):
+        for chart in self._charts():
             chart.maybe_redraw(now)
         if getattr(self, "_strips_dirty", False):
             self._strips_dirty = False
             self._update_strips()
 
     def _second_tick(self) -> None:
-        if self.session is None:
+        if self.session is None or not self.panes_ready:
             return
         self.query_one(StatusBar).tick()
         self.query_one(LogPane).tick()
@@ -492,6 +538,11 @@ class Eagle3App(App[int]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if (
+            action in ("filter", "pause", "log_top", "log_bottom", "wrap", "window", "cancel")
+            and not self.panes_ready
+        ):
+            return False
         if action in keys.CHANGING and self.readonly:
             return False
         if action == "apply_preset":
@@ -509,13 +560,13 @@ class Eagle3App(App[int]):
     # -- config actions -------------------------------------------------------------------------------------
     def action_preset(self, step: int) -> None:
         self.action_show_tab("config")
-        pane = self.query_one(ConfigPane)
+        pane = self.query_one("#config-pane")
         preset = pane.cycle(step)
         if preset is not None:
             pane.query_one("#preset-list").focus()
 
     def action_apply_preset(self) -> None:
-        preset = self.query_one(ConfigPane).selected
+        preset = self.query_one("#config-pane").selected
         if preset is None:
             self.notify("no preset selected", severity="warning")
             return
@@ -542,6 +593,8 @@ class Eagle3App(App[int]):
             self.notify(_err_text(err), severity="error", timeout=10)
             return
         deadline = getattr(getattr(self.session, "profile", None), "restart_deadline_s", None)
+        from eagle3_tui.ui.screens.modals import DiffModal
+
         confirmed = await self.push_screen_wait(DiffModal(plan, deadline_s=deadline))
         if confirmed:
             self._run_job("restart", self.session.apply(plan), f"apply {name}", done=f"preset {name} applied")
@@ -552,7 +605,7 @@ class Eagle3App(App[int]):
                 self._run_job("restart", self.session.rollback(), "rollback", done="rolled back")
 
         self.push_screen(
-            ConfirmModal("Roll back the last applied change and restart the server?", yes="Roll back"), go
+            _confirm("Roll back the last applied change and restart the server?", yes="Roll back"), go
         )
 
     def action_restart(self) -> None:
@@ -560,9 +613,7 @@ class Eagle3App(App[int]):
             if yes:
                 self._run_job("restart", self.session.restart(), "restart", done="server restarted")
 
-        self.push_screen(
-            ConfirmModal("Restart the server now? Requests in flight will fail.", yes="Restart"), go
-        )
+        self.push_screen(_confirm("Restart the server now? Requests in flight will fail.", yes="Restart"), go)
 
     # -- jobs -----------------------------------------------------------------------------------------------
     def _busy(self, group: str) -> bool:
@@ -594,7 +645,7 @@ class Eagle3App(App[int]):
             self.notify("a check is already running (esc cancels it)", severity="warning")
             return
         self.action_show_tab("accuracy")
-        self.query_one(AccuracyPane).show_started()
+        self.query_one("#accuracy-pane").show_started()
         self._run_job("check", self.session.run_check(), "accuracy check")
 
     def action_cancel(self) -> None:
@@ -610,9 +661,9 @@ class Eagle3App(App[int]):
             if w is not None and w.is_running:
                 w.cancel()
                 if group == "check":
-                    self.query_one(AccuracyPane).show_stopped(note)
+                    self.query_one("#accuracy-pane").show_stopped(note)
                 else:
-                    self.query_one(LedgerPane).hide_progress()
+                    self.query_one("#ledger-pane").hide_progress()
                 return
 
     def action_bench(self) -> None:
@@ -626,7 +677,7 @@ class Eagle3App(App[int]):
             self.notify("a benchmark is already running", severity="warning")
             return
         self.action_show_tab("ledger")
-        self.query_one(LedgerPane).show_progress(0, 1, "baseline benchmark" if baseline else "benchmark")
+        self.query_one("#ledger-pane").show_progress(0, 1, "baseline benchmark" if baseline else "benchmark")
         self._run_job(
             "bench",
             self.session.benchmark(baseline=baseline),
@@ -635,6 +686,8 @@ class Eagle3App(App[int]):
 
     # -- general -------------------------------------------------------------------------------------------
     def action_help(self) -> None:
+        from eagle3_tui.ui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.keymap, self.readonly))
 
@@ -660,7 +713,7 @@ class Eagle3App(App[int]):
                     self.run_worker(self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
             self.push_screen(
-                ConfirmModal(f"{' and '.join(running).capitalize()} is running. Quit anyway?", yes="Quit"), go
+                _confirm(f"{' and '.join(running).capitalize()} is running. Quit anyway?", yes="Quit"), go
             )
             return
         await self.shutdown_and_exit()
@@ -682,6 +735,12 @@ class Eagle3App(App[int]):
 
     def log_widget(self) -> Log:
         return self.query_one(LogPane).log_widget
+
+
+def _confirm(question: str, *, yes: str) -> Any:
+    from eagle3_tui.ui.screens.modals import ConfirmModal
+
+    return ConfirmModal(question, yes=yes)
 
 
 def _marker(m: Any) -> tuple[float, str]:

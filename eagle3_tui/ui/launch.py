@@ -92,15 +92,21 @@ def build_app(args: argparse.Namespace, **app_kwargs: Any) -> tuple[Any, Callabl
         return app, lambda: shutil.rmtree(state_root, ignore_errors=True)
 
     from eagle3_tui.profile import load_profile
-    from eagle3_tui.session import Session
 
     overrides = {"accept_new_host_key": True} if getattr(args, "accept_new_host_key", False) else None
     profile = load_profile(
         args.host, getattr(args, "profile", None), overrides, local=bool(getattr(args, "local", False))
     )
-    session = Session(profile, readonly=readonly)
+
+    async def make_session(progress: Callable[[str], None]) -> Any:
+        # Imported here, after the first frame: the session pulls in the log model, presets and HTTP client.
+        from eagle3_tui.session import Session
+
+        return Session(profile, readonly=readonly)
+
     app = Eagle3App(
-        session,
+        boot=make_session,
+        boot_screen=False,
         start=_attach,
         on_exit=_close,
         theme_name=profile.theme,

@@ -69,7 +69,7 @@ def user_theme_dir() -> Path:
     return Path(user_config_dir("eagle3-tui")) / "themes"
 
 
-def parse_theme(text: str, *, source: str = "<theme>") -> Theme:
+def parse_theme(text: str, *, source: str = "<theme>", validate: bool = True) -> Theme:
     """Build a Theme from TOML text; raises ValueError with one clear sentence."""
     try:
         data = tomllib.loads(text)
@@ -88,6 +88,8 @@ def parse_theme(text: str, *, source: str = "<theme>") -> Theme:
         raise ValueError(f"{source}: [variables] must map names to colour strings")
     fields = {k: v for k, v in data.items() if k in _THEME_FIELDS}
     theme = Theme(name=name.strip(), variables={**SEMANTIC_DEFAULTS, **variables}, **fields)
+    if not validate:  # the shipped themes are checked by the tests, not at every start
+        return theme
     try:  # resolve colours now so a typo is reported here, not as a crash when applied
         theme.to_color_system().generate()
         from textual.color import Color
@@ -103,12 +105,15 @@ def load_themes(dirs: list[Path]) -> tuple[list[Theme], list[ThemeLoadError]]:
     """Every *.toml theme in `dirs` (later dirs override earlier ones by name)."""
     themes: dict[str, Theme] = {}
     errors: list[ThemeLoadError] = []
+    builtin = builtin_theme_dir()
     for folder in dirs:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.toml")):
             try:
-                theme = parse_theme(path.read_text(encoding="utf-8"), source=path.name)
+                theme = parse_theme(
+                    path.read_text(encoding="utf-8"), source=path.name, validate=folder != builtin
+                )
             except (OSError, UnicodeDecodeError) as err:
                 errors.append(ThemeLoadError(path, f"cannot read {path.name}: {err}"))
                 continue

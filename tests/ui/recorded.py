@@ -125,5 +125,24 @@ def recorded_plan(session: Session):
     from eagle3_tui.session_presets import find_preset, plan_layers
 
     preset = find_preset(session.presets(), "train-[:-1]")
-    return plan_layers(preset, path="/models/draft/config.json", before=DRAFT_CONFIG, num_layers=NUM_LAYERS,
-                       embed_capture=True, fc_num_aux=3)
+    return plan_layers(
+        preset,
+        path="/models/draft/config.json",
+        before=DRAFT_CONFIG,
+        num_layers=NUM_LAYERS,
+        embed_capture=True,
+        fc_num_aux=3,
+    )
+
+
+async def until_ready(pilot, timeout: float = 20.0) -> None:
+    """Wait until the console mounted its panes and wired the session (they mount after the first frame)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (pilot.app.panes_ready and pilot.app.session_wired):
+        if time.monotonic() > deadline:
+            raise AssertionError("the console never finished mounting")
+        await asyncio.sleep(0.02)
+    await pilot.pause()

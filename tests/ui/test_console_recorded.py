@@ -13,7 +13,7 @@ from eagle3_tui.ui.themes import builtin_theme_dir
 from eagle3_tui.ui.widgets.charts import TimeChart
 from eagle3_tui.ui.widgets.findings import FindingsPane
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from tests.ui.recorded import recorded_lines, recorded_session
+from tests.ui.recorded import recorded_lines, recorded_session, until_ready
 
 
 def make_app(tmp_path: Path, **kw) -> Eagle3App:
@@ -41,6 +41,7 @@ async def test_filter_invert_pause_wrap_and_scroll(tmp_path):
     app = make_app(tmp_path)
     lines = recorded_lines()
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await feed(app, pilot, lines)
         assert len(log_text(app)) == len(lines)
         # `/` regex filter
@@ -88,6 +89,7 @@ async def test_filter_invert_pause_wrap_and_scroll(tmp_path):
 async def test_charts_draw_recorded_data_with_references_and_window(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await pilot.pause(0.8)
         chart = app.query_one("#chart-accept", TimeChart)
         assert chart.draws >= 1 and chart.points_drawn > 0
@@ -117,6 +119,7 @@ async def test_charts_draw_recorded_data_with_references_and_window(tmp_path):
 async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await pilot.press("2")
         assert app.query_one(TabbedContent).active == "findings"
         pane = app.query_one(FindingsPane)
@@ -150,6 +153,7 @@ async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
 async def test_keymap_from_profile_rebinds_by_id(tmp_path):
     app = make_app(tmp_path, keymap={"log-pause": "x", "help": "f2"})
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await pilot.press("x")
         assert app.query_one(LogPane).paused
         await pilot.press("f2")
@@ -160,6 +164,7 @@ async def test_keymap_from_profile_rebinds_by_id(tmp_path):
 async def test_readonly_hides_changing_actions(tmp_path):
     app = make_app(tmp_path, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await pilot.press("3")
         for action in ("rollback", "restart", "apply_preset"):
             assert app.check_action(action, ()) is False
@@ -180,7 +185,19 @@ async def test_bad_user_theme_is_a_toast_not_a_crash(tmp_path):
     session, t_end = recorded_session(tmp_path)
     app = Eagle3App(session, clock=lambda: t_end, theme_dirs=[builtin_theme_dir(), user], theme_name="mine")
     async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
         await pilot.pause()
         assert app.theme == "mine"
         assert app.theme_variables["accept-good"] == "#00aa00"
         assert any("broken.toml" in n.message for n in app._notifications)
+
+
+def test_shipped_themes_are_valid_and_complete():
+    from eagle3_tui.ui.themes import SEMANTIC_DEFAULTS, parse_theme
+
+    files = sorted(builtin_theme_dir().glob("*.toml"))
+    names = {parse_theme(f.read_text(), source=f.name, validate=True).name for f in files}
+    assert {"eagle3-dark", "eagle3-light", "eagle3-high-contrast"} <= names
+    for f in files:
+        text = f.read_text()
+        assert all(f"{k} =" in text for k in SEMANTIC_DEFAULTS), f.name

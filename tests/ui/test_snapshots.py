@@ -13,7 +13,7 @@ from eagle3_tui.ui.screens.modals import DiffModal
 from eagle3_tui.ui.themes import builtin_theme_dir
 from eagle3_tui.ui.widgets.charts import TimeChart
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from tests.ui.recorded import recorded_lines, recorded_plan, recorded_report, recorded_session
+from tests.ui.recorded import recorded_lines, recorded_plan, recorded_report, recorded_session, until_ready
 
 SIZE = (120, 40)
 
@@ -33,6 +33,7 @@ def _app(tmp_path, theme: str = "eagle3-dark", *, with_report: bool = False) -> 
 
 async def _settle(pilot) -> None:
     app = pilot.app
+    await until_ready(pilot)
     pane = app.query_one(LogPane)
     pane.add_lines(recorded_lines()[-40:])
     pane.flush()

@@ -54,7 +54,11 @@ class DiffModal(ModalScreen[bool]):
         preset = plan.preset
         with Vertical(id="diff-dialog", classes="dialog"):
             yield Label(f"[b]Apply preset {escape(preset.name)}[/b]", id="diff-title")
-            bounds = f" → boundaries {escape(fmt_boundaries(preset.boundaries))}" if preset.boundaries is not None else ""
+            bounds = (
+                f" → boundaries {escape(fmt_boundaries(preset.boundaries))}"
+                if preset.boundaries is not None
+                else ""
+            )
             what = (
                 f"layer ids {escape(fmt_ids(preset.layer_ids))}{bounds}"
                 if preset.kind == "layers"

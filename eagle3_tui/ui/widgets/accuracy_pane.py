@@ -119,12 +119,16 @@ def report_notes(report: Any) -> str:
             cos = d.get("embed_cosine")
             cos_txt = f", cosine with the embedding {cos:.2f}" if isinstance(cos, (int, float)) else ""
             emb = " [$accept-warn]embedding-like[/]" if d.get("embed_like") else ""
-            lines.append(f"  slot {d.get('slot')}{escape(where)}: mean norm {fmt_num(d.get('mean_norm'))}{escape(cos_txt)}{emb}")
+            lines.append(
+                f"  slot {d.get('slot')}{escape(where)}: mean norm {fmt_num(d.get('mean_norm'))}{escape(cos_txt)}{emb}"
+            )
     findings = list(getattr(report, "findings", None) or [])
     lines.append("[b]Checkpoint[/b]" + ("" if findings else ": every tensor maps onto SGLang's llama_eagle3"))
     for f in findings:
         d = f if isinstance(f, dict) else vars(f)
-        lines.append(f"  [$accept-bad]{escape(str(d.get('kind', '')))}[/] {escape(str(d.get('tensor', '')))}: {escape(str(d.get('message', '')))}")
+        lines.append(
+            f"  [$accept-bad]{escape(str(d.get('kind', '')))}[/] {escape(str(d.get('tensor', '')))}: {escape(str(d.get('message', '')))}"
+        )
     for note in getattr(report, "notes", None) or []:
         lines.append(f"[$foreground-muted]· {escape(str(note))}[/]")
     return "\n".join(lines)

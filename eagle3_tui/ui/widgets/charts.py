@@ -8,25 +8,13 @@ always draws downsampled buckets (about two per column), never raw points.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from textual.color import Color
-from textual.containers import Vertical
-from textual.widgets import Label, Sparkline
 from textual_plotext import PlotextPlot
 
-
-@dataclass(slots=True)
-class ChartData:
-    """What one chart draws: x (seconds relative to the newest point), y, reference lines, markers."""
-
-    xs: list[float] = field(default_factory=list)
-    ys: list[float] = field(default_factory=list)
-    references: list[tuple[float, str]] = field(default_factory=list)
-    markers: list[tuple[float, str]] = field(default_factory=list)
-    window_s: float = 300.0
+from eagle3_tui.ui.widgets.chart_data import ChartData
 
 
 def _rgb(app: Any, var: str, fallback: str) -> tuple[int, int, int]:
@@ -107,25 +95,3 @@ class TimeChart(PlotextPlot):
         self.draws += 1
         self.dirty = False
         self.refresh()
-
-
-class Strip(Vertical):
-    """One labelled Sparkline row (running requests, token usage)."""
-
-    DEFAULT_CSS = """
-    Strip { height: 2; width: 1fr; }
-    Strip > Label { height: 1; color: $foreground-muted; }
-    Strip > Sparkline { height: 1; width: 1fr; }
-    """
-
-    def __init__(self, label: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._label = label
-
-    def compose(self):  # type: ignore[override]
-        yield Label(self._label, classes="strip-label")
-        yield Sparkline([], summary_function=max)
-
-    def set_values(self, values: Sequence[float], last: str) -> None:
-        self.query_one(Label).update(f"{self._label}  {last}")
-        self.query_one(Sparkline).data = list(values)

@@ -1,0 +1,241 @@
+"""UI budgets, measured as ratios against references taken in the same run (DESIGN.md, issue 7).
+
+1. First frame: `Eagle3App` over a real Session vs a bare Textual app (Header, Static, Footer), each
+   in a fresh interpreter from spawn to the first painted frame; and torch must not be imported.
+   Budget: ratio <= 1.5.
+2. Key latency while 20,000 log lines/s stream in: a real Session attached through LocalHost follows
+   a log file that a writer thread appends to at 20k lines/s; `space` (pause) and `w` (wrap) presses
+   are timed until their effect is visible. Reference: the same presses with no stream. Budget < 100 ms.
+3. Memory flat while a million lines pass through the same pipeline: RSS after the first 100k lines vs
+   after 1M lines. Budget: ratio close to 1 (bounded buffers everywhere).
+
+Run: .venv/bin/python benchmarks/ui_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DECODE = (
+    "[2026-01-01 00:00:00 TP0] Decode batch. #running-req: 4, #token: 1140, token usage: 0.13, "
+    "accept len: {acc:.2f}, cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: 0, "
+)
+OTHER = '[2026-01-01 00:00:00] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK'
+
+FIRST_FRAME_CHILD = r"""
+import sys, time
+t0 = float(sys.argv[1])
+kind = sys.argv[2]
+import textual.screen as ts
+
+_orig = ts.Screen._compositor_refresh
+_done = []
+
+def _first_frame(self):
+    # The first composited frame of the running app with its widgets laid out.
+    _orig(self)
+    if not _done and self.app._running and len(self._compositor.visible_widgets) > 2:
+        _done.append(time.time() - t0)
+        print(f"{_done[0]:.4f} {'torch' in sys.modules}", flush=True)
+        self.app.call_later(self.app.exit)
+
+ts.Screen._compositor_refresh = _first_frame
+if kind == "bare":
+    from textual.app import App
+    from textual.widgets import Footer, Header, Static
+
+    class Bare(App):
+        def compose(self):
+            yield Header()
+            yield Static("hello")
+            yield Footer()
+    app = Bare()
+else:  # exactly what `eagle3-tui --local` runs
+    import argparse
+    from eagle3_tui.ui.launch import build_app
+    args = argparse.Namespace(host=None, local=True, profile=None, readonly=False, demo=False, accept_new_host_key=False)
+    app, _cleanup = build_app(args)
+app.run(headless=True, size=(120, 40))
+"""
+
+
+def first_frame(runs: int) -> tuple[float, float, bool]:
+    """Median spawn-to-first-frame seconds for (bare, console), and whether torch got imported."""
+    times: dict[str, list[float]] = {"bare": [], "console": []}
+    torch_seen = False
+    env = dict(os.environ)
+    env["EAGLE3_TUI_DATA_DIR"] = tempfile.mkdtemp()
+    env["EAGLE3_TUI_CONFIG_DIR"] = tempfile.mkdtemp()
+    for _ in range(runs):
+        for kind in ("bare", "console"):  # interleaved so machine noise hits both alike
+            out = subprocess.run(
+                [sys.executable, "-c", FIRST_FRAME_CHILD, repr(time.time()), kind],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+                check=True,
+            ).stdout.split()
+            times[kind].append(float(out[0]))
+            torch_seen |= out[1] == "True"
+    return statistics.median(times["bare"]), statistics.median(times["console"]), torch_seen
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Writer(threading.Thread):
+    """Appends SGLang-style lines to the log at `rate` lines/s (None: as fast as possible)."""
+
+    def __init__(self, path: Path, total: int, rate: float | None, batch: int = 1000) -> None:
+        super().__init__(daemon=True)
+        self.path, self.total, self.rate, self.batch = path, total, rate, batch
+        self.written = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        chunk = []
+        for i in range(self.batch):
+            chunk.append(DECODE.format(acc=1.5 + (i % 10) / 10, tps=50 + i % 30) if i % 3 == 0 else OTHER)
+        text = "\n".join(chunk) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            while self.written < self.total and not self.stop.is_set():
+                f.write(text)
+                f.flush()
+                self.written += self.batch
+                if self.rate:
+                    due = start + self.written / self.rate
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+
+
+async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: bool) -> dict[str, float]:
+    from textual import events
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+    from eagle3_tui.ui.app import Eagle3App
+    from eagle3_tui.ui.widgets.log_pane import LogPane
+
+    tmp = Path(tempfile.mkdtemp())
+    log = tmp / "server.log"
+    log.write_text("")
+    session = Session(Profile(name="bench", local=True, log_path=str(log), state_dir=str(tmp / "state")))
+
+    async def start(s):
+        await s.attach()
+
+    app = Eagle3App(session, start=start, on_exit=lambda s: s.close())
+    result: dict[str, float] = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        while not (app.panes_ready and app.session_wired):
+            await asyncio.sleep(0.05)
+        await pilot.pause(0.5)
+        pane = app.query_one(LogPane)
+        writer = Writer(log, total, lines_per_s)
+        latencies: list[float] = []
+        if total:
+            writer.start()
+            while pane.total_lines < min(total, 20_000):  # wait until lines flow
+                await asyncio.sleep(0.05)
+        rss_marks: list[tuple[int, float]] = []
+        t_start = time.perf_counter()
+        seen_start = pane.total_lines
+        i = 0
+        while True:
+            if mem:
+                if not rss_marks or pane.total_lines - rss_marks[-1][0] >= 100_000:
+                    rss_marks.append((pane.total_lines, rss_mib()))
+                if pane.total_lines >= total:
+                    break
+                await asyncio.sleep(0.05)
+                continue
+            if i >= presses:
+                break
+            key, check = (("space", lambda: pane.paused), ("w", lambda: pane.wrap))[i % 2]
+            want = not check()
+            # The key goes in through the driver, as a terminal's would; timed until its effect shows.
+            event = events.Key(key, " " if key == "space" else key)
+            t0 = time.perf_counter()
+            app._driver.send_message(event)
+            while check() != want:
+                await asyncio.sleep(0.0005)
+            latencies.append(time.perf_counter() - t0)
+            i += 1
+            await asyncio.sleep(0.05)
+        elapsed = time.perf_counter() - t_start
+        writer.stop.set()
+        result["rate"] = (pane.total_lines - seen_start) / elapsed if elapsed > 0 else 0.0
+        if latencies:
+            latencies.sort()
+            result["p50_ms"] = 1000 * latencies[len(latencies) // 2]
+            result["p95_ms"] = 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))]
+            result["max_ms"] = 1000 * latencies[-1]
+        if rss_marks:
+            result["rss_first"] = rss_marks[1][1] if len(rss_marks) > 1 else rss_marks[0][1]
+            result["rss_last"] = rss_mib()
+            result["lines"] = pane.total_lines
+            result["log_rows"] = len(pane.log_widget.lines)
+        await session.close()
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer runs and 200k instead of 1M lines")
+    args = ap.parse_args()
+    os.environ.setdefault("EAGLE3_TUI_DATA_DIR", tempfile.mkdtemp())
+
+    runs = 3 if args.quick else 5
+    bare, console, torch_seen = first_frame(runs)
+    print(
+        f"first frame: bare Textual {bare * 1000:.0f} ms, eagle3-tui {console * 1000:.0f} ms, "
+        f"ratio {console / bare:.2f} (budget 1.5); torch imported: {torch_seen}"
+    )
+
+    idle = asyncio.run(stream_run(None, 0, 20, mem=False))
+    busy = asyncio.run(stream_run(20_000, 10**9, 20, mem=False))
+    print(f"key latency idle: p50 {idle['p50_ms']:.1f} ms, p95 {idle['p95_ms']:.1f} ms")
+    print(
+        f"key latency while streaming {busy['rate']:,.0f} lines/s (target 20,000): p50 {busy['p50_ms']:.1f} ms, "
+        f"p95 {busy['p95_ms']:.1f} ms, max {busy['max_ms']:.1f} ms (budget 100); "
+        f"ratio p95 busy/idle {busy['p95_ms'] / idle['p95_ms']:.1f}"
+    )
+
+    total = 200_000 if args.quick else 1_000_000
+    mem = asyncio.run(stream_run(None, total, 0, mem=True))
+    print(
+        f"memory: {mem['lines']:,.0f} lines through session and log pane at {mem['rate']:,.0f} lines/s; "
+        f"RSS after the first 100k {mem['rss_first']:.0f} MiB, after all {mem['rss_last']:.0f} MiB, "
+        f"ratio {mem['rss_last'] / mem['rss_first']:.2f}; log widget holds {mem['log_rows']:,.0f} rows"
+    )
+    ok = (
+        console / bare <= 1.5
+        and not torch_seen
+        and busy["p95_ms"] < 100
+        and mem["rss_last"] / mem["rss_first"] < 1.25
+    )
+    print("budgets met" if ok else "BUDGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
