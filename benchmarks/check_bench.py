@@ -120,14 +120,13 @@ def main(argv: list[str] | None = None) -> int:
 
         header = ck.read_header(str(draft))
         tensors = accuracy._load_draft(header)
-        embed = accuracy._load_tensor(ck.read_safetensors_header(str(target / "model.safetensors"))[
-            "model.embed_tokens.weight"], "model.embed_tokens.weight")
+        embed = accuracy.TargetWeights(str(target)).get("model.embed_tokens.weight")
         model = accuracy._build_drafter(header.config, tensors, embed, None).to(device=device, dtype=dtype)
         model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
         model.d2t = model.d2t.to(device)
         del tensors
         ds = datasets.load(data_glob, max_positions=opts.samples)
-        labels, _ = accuracy._labels(ds, "tokens", None, None, None, None, {}, device)
+        labels, _, _ = accuracy._labels(ds, "tokens", None, None, None, None, {}, device)
         w = wiring.Wiring("training", None, (0, 1, 2))
         tokens = sum(s.length for s in ds.samples)
 

@@ -111,7 +111,7 @@ def test_training_wiring_is_exact_and_serving_is_not(mini: Mini) -> None:
     from eagle3_tui.eagle.accuracy import run_check
 
     events: list[dict] = []
-    rep = run_check(opts(mini, mini.v1, steps=2, data_slots=[0, 3, 6, 9]), events.append)
+    rep = run_check(opts(mini, mini.v1, steps=2, data_slots=[0, 2, 6, 9]), events.append)
     by = {w.name: w for w in rep.wirings}
     assert rep.layout == "speculators-v1" and rep.label_source == "tokens"
     # positions counted: t <= T-3 with mask[t+1] set
@@ -124,8 +124,10 @@ def test_training_wiring_is_exact_and_serving_is_not(mini: Mini) -> None:
     # tau = 1 + r1 + r2, with r1 = a1 = 1.0
     tr = by["training"]
     assert tr.predicted_accept_len == pytest.approx(1 + 1.0 + tr.step_accept[1], abs=2e-4)
-    # the draft config names no ids: SGLang's default (2, 6, 9) is not in these slots -> reported, not run
-    assert by["draft config"].top1 is None and "no slot for boundary 2" in by["draft config"].note
+    # the draft config names no ids: SGLang's default (2, 6, 9), the last three slots here
+    assert by["serving default"].boundaries == [2, 6, 9] and by["serving default"].source == "SGLang default"
+    assert by["draft config"].slots == [1, 2, 3] and by["draft config"].note == "same slots as serving default"
+    assert by["draft config"].top1 == by["serving default"].top1
     kinds = [e["event"] for e in events]
     assert kinds[0] == "start" and kinds[-1] == "done" and "progress" in kinds and kinds.count("result") == 3
     probe = {p["slot"]: p for p in rep.probe}
@@ -145,10 +147,11 @@ def test_same_figures_in_all_three_layouts(mini: Mini) -> None:
 def test_bounded_sample_and_user_wiring(mini: Mini) -> None:
     from eagle3_tui.eagle.accuracy import run_check
 
-    rep = run_check(opts(mini, mini.v1, steps=1, samples=50, wirings=["slots:0,1,2", "h:0,6,9"],
-                         data_slots=[0, 3, 6, 9]))
+    rep = run_check(opts(mini, mini.v1, steps=1, samples=50, wirings=["slots:0,1,2", "h:0,6,9", "h:0,3,6"],
+                         data_slots=[0, 2, 6, 9]))
     assert rep.positions == 50 and rep.files_read == 2
     by = {w.name: w for w in rep.wirings}
     assert by["slots:0,1,2"].top1 == 1.0 and by["slots:0,1,2"].note == "same slots as training"
     assert by["h:0,6,9"].slots == [0, 2, 3] and by["h:0,6,9"].top1 < 1.0
     assert len(by["training"].step_accept) == 1
+    assert by["h:0,3,6"].top1 is None and "no slot for boundary 3" in by["h:0,3,6"].note

@@ -57,8 +57,9 @@ def test_candidate_wirings_on_seed_like_data() -> None:
                              config_ids=None, extra=["-1,2,5", "slots:1,2,3", "vllm:0,3,6", "h:0,6,9"])
     by = {x.name: x for x in ws}
     assert by["training"].slots == (0, 1, 2) and by["training"].boundaries == (0, 3, 6)
-    # SGLang default (2, 6, 9) is not in the data -> falls back to the last 3 slots
-    assert by["serving default"].slots == (1, 2, 3)
+    # SGLang's default (2, 6, 9) is not in the data: named, not measured
+    assert by["serving default"].slots == () and by["serving default"].boundaries == (2, 6, 9)
+    assert "no slot for boundary 2" in by["serving default"].note
     assert by["draft config"].slots == () and "no slot for boundary 2" in by["draft config"].note
     assert by["-1,2,5"].slots == (0, 1, 2)
     assert by["vllm:0,3,6"].slots == (0, 1, 2)

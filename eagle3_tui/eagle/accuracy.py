@@ -138,8 +138,46 @@ class CheckOptions:
 # -- target pieces ---------------------------------------------------------------------------------
 
 
-def _target_files(target: str) -> tuple[str | None, dict, dict[str, ck.TensorInfo]]:
-    """(config path, config, tensor headers) for --target: a config.json or a directory."""
+class TargetWeights:
+    """The target's safetensors by tensor name (from the index, else the shard headers); one tensor
+    is loaded at a time, so a 1T-parameter target costs only what is asked for."""
+
+    def __init__(self, directory: str) -> None:
+        self.where: dict[str, str] = {}
+        index = os.path.join(directory, "model.safetensors.index.json")
+        if os.path.exists(index):
+            try:
+                with open(index, encoding="utf-8") as f:
+                    wm = json.load(f).get("weight_map", {})
+            except (OSError, ValueError):
+                raise ck.BadInput(f"{index} is not a readable safetensors index") from None
+            self.where = {str(n): os.path.join(directory, str(fn)) for n, fn in wm.items()}
+        elif os.path.isdir(directory):
+            for n in sorted(os.listdir(directory)):
+                if n.endswith(".safetensors"):
+                    p = os.path.join(directory, n)
+                    for name in ck.read_safetensors_header(p):
+                        self.where[name] = p
+
+    def role(self, role: str) -> str | None:
+        return next((n for n in self.where if _target_role(n) == role), None)
+
+    def has(self, name: str) -> bool:
+        return name in self.where
+
+    def get(self, name: str) -> Any:
+        from safetensors import safe_open
+
+        path = self.where[name]
+        try:
+            with safe_open(path, framework="pt") as f:
+                return f.get_tensor(name)
+        except Exception as err:  # a shard named by the index may be missing or broken
+            raise ck.BadInput(f"{path}: cannot load the target tensor {name} ({str(err)[:120]})") from None
+
+
+def _target_files(target: str) -> tuple[str, dict, TargetWeights]:
+    """(config path, config, weights) for --target: a config.json or the model directory."""
     path = os.path.expanduser(target)
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
@@ -150,25 +188,7 @@ def _target_files(target: str) -> tuple[str | None, dict, dict[str, ck.TensorInf
     cfg = ck.read_config(cfg_path)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers (e.g. Kimi-K2.5)
         cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k != "text_config"}}
-    tensors: dict[str, ck.TensorInfo] = {}
-    index = os.path.join(directory, "model.safetensors.index.json")
-    files: list[str] = []
-    if os.path.exists(index):
-        try:
-            with open(index, encoding="utf-8") as f:
-                wm = json.load(f).get("weight_map", {})
-        except (OSError, ValueError):
-            wm = {}
-        want = {n: fn for n, fn in wm.items() if _target_role(n)}
-        files = sorted({os.path.join(directory, fn) for fn in want.values()})
-    else:
-        files = sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".safetensors"))
-    for p in files:
-        if os.path.exists(p):
-            for name, info in ck.read_safetensors_header(p).items():
-                if _target_role(name):
-                    tensors[name] = info
-    return cfg_path, cfg, tensors
+    return cfg_path, cfg, TargetWeights(directory)
 
 
 def _target_role(name: str) -> str | None:
@@ -179,13 +199,6 @@ def _target_role(name: str) -> str | None:
     if name in ("norm.weight", "model.norm.weight") or name.endswith(".model.norm.weight"):
         return "norm"
     return None
-
-
-def _load_tensor(info: ck.TensorInfo, name: str) -> Any:
-    from safetensors import safe_open
-
-    with safe_open(info.file, framework="pt") as f:
-        return f.get_tensor(name)
 
 
 def _int(cfg: dict, key: str) -> int | None:
@@ -220,9 +233,9 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
     cfg = header.config
     sizes = ck.draft_sizes(cfg, header.config_path)
     tcfg: dict = {}
-    t_tensors: dict[str, ck.TensorInfo] = {}
+    tw: TargetWeights | None = None
     if opts.target:
-        _, tcfg, t_tensors = _target_files(opts.target)
+        _, tcfg, tw = _target_files(opts.target)
     ht = _int(tcfg, "hidden_size") or _int(cfg, "target_hidden_size") or sizes.hidden
     num_layers = opts.num_layers or _int(tcfg, "num_hidden_layers")
     report.num_layers = num_layers
@@ -255,14 +268,9 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
           "positions": data.positions, "slots": data.num_slots, "hidden": data.hidden_size, "notes": data.notes})
 
     # target pieces: embedding (needed), lm_head + final norm (for target labels)
-    roles: dict[str, str] = {}
-    for name in t_tensors:
-        role = _target_role(name)
-        if role and role not in roles:
-            roles[role] = name
     embed = None
-    if "embed" in roles:
-        embed = _load_tensor(t_tensors[roles["embed"]], roles["embed"])
+    if tw is not None and tw.role("embed"):
+        embed = tw.get(tw.role("embed"))
     draft_tensors = _load_draft(header)
     if embed is None and "embed_tokens.weight" in draft_tensors:
         embed = draft_tensors["embed_tokens.weight"]
@@ -291,8 +299,8 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
     emit({"event": "wirings", "wirings": [w.to_dict() for w in wirings]})
 
     lm_head = None
-    if "lm_head" in roles and (cfg.get("draft_vocab_size") is None or opts.labels != "tokens"):
-        lm_head = _load_tensor(t_tensors[roles["lm_head"]], roles["lm_head"])
+    if tw is not None and tw.role("lm_head") and (cfg.get("draft_vocab_size") is None or opts.labels != "tokens"):
+        lm_head = tw.get(tw.role("lm_head"))
     try:
         model = _build_drafter(cfg, draft_tensors, embed, lm_head)
     except ValueError as err:
@@ -303,11 +311,10 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
     model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
     model.d2t = model.d2t.to(device)
 
-    norm_w = None
-    if "norm" in roles:
-        norm_w = _load_tensor(t_tensors[roles["norm"]], roles["norm"])
-    labels, source = _labels(data, opts.labels, lm_head, norm_w, slot_b, num_layers, tcfg, device)
+    labels, source, why = _labels(data, opts.labels, tw, lm_head, slot_b, num_layers, tcfg, device)
     report.label_source = source
+    if why:
+        report.notes.append(why)
     del lm_head
 
     unique: dict[tuple[int, ...], WiringResult] = {}
@@ -377,53 +384,162 @@ def _build_drafter(cfg: dict, tensors: dict[str, Any], embed: Any, lm_head: Any)
     return Eagle3Drafter.from_tensors(cfg, tensors, embed, target_lm_head=lm_head)
 
 
-def _labels(data: Any, mode: str, lm_head: Any, norm_w: Any, slot_b: list[int] | None, num_layers: int | None,
-            tcfg: dict, device: Any) -> tuple[list[Any], str]:
-    """Per sample, LongTensor [T]: the target's token after position u (-1 when unknown).
+def _token_labels(data: Any) -> list[Any]:
+    import torch
 
-    `target`: argmax of the target's lm_head over its final state (SpecForge stores it normed;
-    speculators' last slot is pre-norm and needs the target's final norm, and it is only the final
-    state when its boundary is N). `tokens`: the data's own next token.
+    out = []
+    for s in data.samples:
+        nxt = torch.full_like(s.input_ids, -1)
+        nxt[:-1] = s.input_ids[1:]
+        out.append(nxt)
+    return out
+
+
+def _labels(data: Any, mode: str, tw: TargetWeights | None, lm_head: Any, slot_b: list[int] | None,
+            num_layers: int | None, tcfg: dict, device: Any) -> tuple[list[Any], str, str]:
+    """Per sample, LongTensor [T]: the target's token after position u (-1 when unknown); the source; a note.
+
+    `target` labels are the target's own greedy token, what acceptance depends on: argmax of its
+    lm_head over its final state, taken from SpecForge's stored (post-norm) state, from a speculators
+    slot at boundary N (pre-norm, through the target's final norm), or by running the target's
+    remaining dense layers from the deepest slot the data holds ("target-tail"). `tokens` are the
+    data's own next token (the same as the target's only for regenerated data).
     """
     import torch
 
-    use_target = False
-    why = ""
-    final_ok = False
-    if data.layout == "specforge":
-        final_ok = all(s.final is not None for s in data.samples)
-    elif data.final_slot is not None and slot_b is not None and num_layers is not None:
-        final_ok = slot_b[data.final_slot] == num_layers and norm_w is not None
-    if mode in ("auto", "target"):
-        if lm_head is not None and final_ok:
-            use_target = True
-        elif mode == "target":
-            why = ("the target's lm_head" if lm_head is None else
-                   "a final hidden state (the data's last slot is not known to be boundary N)")
-            raise ck.BadInput(f"--labels target needs {why}; use --labels tokens")
-    if not use_target:
-        out = []
-        for s in data.samples:
-            nxt = torch.full_like(s.input_ids, -1)
-            nxt[:-1] = s.input_ids[1:]
-            out.append(nxt)
-        return out, "tokens"
+    if mode == "tokens":
+        return _token_labels(data), "tokens", ""
     eps = float(tcfg.get("rms_norm_eps") or 1e-6)
-    head = lm_head.to(device=device, dtype=torch.float32)
-    out = []
-    for s in data.samples:
-        if data.layout == "specforge":
-            x, normed = s.final, True
+    why = ""
+    finals: list[Any] | None = None
+    normed = False
+    source = "target"
+    norm_name = tw.role("norm") if tw is not None else None
+    if lm_head is None:
+        why = "no target lm_head was found (give --target with the target's weights)"
+    elif data.layout == "specforge" and all(s.final is not None for s in data.samples):
+        finals, normed = [s.final for s in data.samples], True
+    elif norm_name is None:
+        why = "the target's final norm weight was not found"
+    elif slot_b is None or num_layers is None:
+        why = "the data's slot boundaries or the target's layer count are unknown (give --data-slots, --target)"
+    else:
+        deepest = max(range(len(slot_b)), key=lambda i: slot_b[i])
+        b = slot_b[deepest]
+        if b == num_layers:
+            finals = [s.slots[deepest] for s in data.samples]
         else:
-            x, normed = s.slots[data.final_slot], False
+            tail, why = _TargetTail.build(tw, tcfg, b, num_layers)
+            if tail is not None:
+                tail = tail.to(device)
+                finals = [tail(s.slots[deepest]) for s in data.samples]
+                source = "target-tail"
+                why = (f"target labels: the target's layers {b}..{num_layers - 1} were run on the data's boundary "
+                       f"{b} to get its final state")
+    if finals is None:
+        if mode == "target":
+            raise ck.BadInput(f"--labels target cannot be computed: {why}")
+        return _token_labels(data), "tokens", (f"accuracy is measured against the data's own tokens, not the "
+                                               f"target's predictions: {why}")
+    head = lm_head.to(device=device, dtype=torch.float32)
+    norm_w = tw.get(norm_name).to(device).float() if (not normed and tw is not None and norm_name) else None
+    out = []
+    for x in finals:
         toks = []
         for i in range(0, x.shape[0], 512):
             xi = x[i : i + 512].to(device=device, dtype=torch.float32)
-            if not normed:
-                xi = xi * torch.rsqrt(xi.pow(2).mean(-1, keepdim=True) + eps) * norm_w.to(device).float()
+            if norm_w is not None:
+                xi = xi * torch.rsqrt(xi.pow(2).mean(-1, keepdim=True) + eps) * norm_w
             toks.append((xi @ head.T).argmax(-1).cpu())
         out.append(torch.cat(toks))
-    return out, "target"
+    return out, source, why
+
+
+class _TargetTail:
+    """The target's dense decoder layers [start, N) (Llama/Qwen2/Qwen3/Mistral naming) run on a stored
+    boundary, to recover the final state a data set did not keep. Not for MoE or MLA targets."""
+
+    def __init__(self, layers: list[dict], cfg: dict) -> None:
+        self.layers = layers
+        h = int(cfg["hidden_size"])
+        self.heads = int(cfg["num_attention_heads"])
+        self.kv_heads = int(cfg.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(cfg.get("head_dim") or h // self.heads)
+        self.theta = float(cfg.get("rope_theta") or 10000.0)
+        self.eps = float(cfg.get("rms_norm_eps") or 1e-6)
+        self.device: Any = "cpu"
+
+    @classmethod
+    def build(cls, tw: TargetWeights | None, cfg: dict, start: int, n: int) -> tuple[_TargetTail | None, str]:
+        if tw is None:
+            return None, "no target weights"
+        if cfg.get("rope_scaling"):
+            return None, f"the target uses rope_scaling {cfg.get('rope_scaling')!r}, which the tail does not model"
+        if not all(isinstance(cfg.get(k), int) for k in ("hidden_size", "num_attention_heads")):
+            return None, "the target config lacks hidden_size / num_attention_heads"
+        embed = tw.role("embed") or "model.embed_tokens.weight"
+        base = embed[: -len("embed_tokens.weight")]
+        need = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+        optional = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+                    "self_attn.q_norm.weight", "self_attn.k_norm.weight")
+        layers = []
+        for i in range(start, n):
+            pre = f"{base}layers.{i}."
+            missing = [k for k in need if not tw.has(pre + k)]
+            if missing:
+                return None, (f"the target's layer {i} has no {pre + missing[0]} (the tail runs dense "
+                              f"Llama-style layers only)")
+            layers.append({k: tw.get(pre + k).float() for k in need + optional if tw.has(pre + k)})
+        return cls(layers, cfg), ""
+
+    def to(self, device: Any) -> _TargetTail:
+        self.layers = [{k: v.to(device) for k, v in d.items()} for d in self.layers]
+        self.device = device
+        return self
+
+    def _rms(self, x: Any, w: Any) -> Any:
+        import torch
+
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def __call__(self, hidden: Any) -> Any:
+        """[T, H] boundary state -> [T, H] final pre-norm state (causal over the sequence)."""
+        import torch
+        import torch.nn.functional as F
+
+        if __package__:
+            from .drafter import apply_rope, rope_cos_sin
+        else:
+            from drafter import apply_rope, rope_cos_sin  # type: ignore[no-redef]
+        x = hidden.to(device=self.device, dtype=torch.float32)[None]
+        t = x.shape[1]
+        pos = torch.arange(t)[None]
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.theta, torch.float32)
+        cos, sin = cos.to(self.device), sin.to(self.device)
+        with torch.inference_mode():
+            for w in self.layers:
+                z = self._rms(x, w["input_layernorm.weight"])
+                q = F.linear(z, w["self_attn.q_proj.weight"], w.get("self_attn.q_proj.bias"))
+                k = F.linear(z, w["self_attn.k_proj.weight"], w.get("self_attn.k_proj.bias"))
+                v = F.linear(z, w["self_attn.v_proj.weight"], w.get("self_attn.v_proj.bias"))
+                q = q.view(1, t, self.heads, self.head_dim).transpose(1, 2)
+                k = k.view(1, t, self.kv_heads, self.head_dim).transpose(1, 2)
+                v = v.view(1, t, self.kv_heads, self.head_dim).transpose(1, 2)
+                if "self_attn.q_norm.weight" in w:
+                    q = self._rms(q, w["self_attn.q_norm.weight"])
+                    k = self._rms(k, w["self_attn.k_norm.weight"])
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+                if self.kv_heads != self.heads:
+                    rep = self.heads // self.kv_heads
+                    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + F.linear(o.transpose(1, 2).reshape(1, t, -1), w["self_attn.o_proj.weight"])
+                m = self._rms(x, w["post_attention_layernorm.weight"])
+                x = x + F.linear(F.silu(F.linear(m, w["mlp.gate_proj.weight"])) * F.linear(m, w["mlp.up_proj.weight"]),
+                                 w["mlp.down_proj.weight"])
+        return x[0].cpu()
 
 
 def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptions, device: Any, dtype: Any,

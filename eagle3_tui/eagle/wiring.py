@@ -206,8 +206,9 @@ def candidate_wirings(
 
     * ``training``: what the data's trainer fed fc: the first A slots (speculators' ``[:-1]``
       of a list that ends with the verifier's last state), or `training_slots` if the layout says.
-    * ``serving default``: the last A slots (what SGLang feeds with no ids when the data's slots
-      end at its default boundaries); when slot boundaries and N are known, SGLang's real default.
+    * ``serving default``: SGLang's default boundaries [2, N//2, N-3] when the data's slot boundaries
+      and N are known (reported, not measured, when the data lacks one); otherwise the last A slots
+      (what SGLang feeds when the data's slots end at its default boundaries).
     * ``draft config``: what SGLang makes of the draft config's ids (`config_ids`, None = default;
       `config_ids_read=False` when the ids sit where SGLang does not look, which means the default).
     * each entry of `extra`: a name above, ``slots:0,1,2``, ``boundaries:0,3,31`` / ``h:...``,
@@ -220,17 +221,12 @@ def candidate_wirings(
         raise ValueError(f"the data has {num_slots} hidden-state slots but the draft's fc takes {a}")
     train = tuple(training_slots) if training_slots is not None else tuple(range(a))
     out.append(wiring_from_slots("training", train, slot_boundaries, source="trainer's [:-1]"))
-    serving: Wiring | None = None
     if slot_boundaries is not None and num_layers is not None:
         default_b = sglang_default_boundaries(num_layers)
-        w = wiring_from_boundaries("serving default", default_b, slot_boundaries, source="SGLang default")
-        if w.runnable:
-            serving = w
-    if serving is None:
-        serving = wiring_from_slots(
-            "serving default", tuple(range(num_slots - a, num_slots)), slot_boundaries, source="last A slots"
-        )
-    out.append(serving)
+        out.append(wiring_from_boundaries("serving default", default_b, slot_boundaries, source="SGLang default"))
+    else:
+        out.append(wiring_from_slots("serving default", tuple(range(num_slots - a, num_slots)), slot_boundaries,
+                                     source="last A slots"))
     if num_layers is not None:
         ids = config_ids if config_ids_read else None
         b = sglang_ids_to_boundaries(ids, num_layers)
