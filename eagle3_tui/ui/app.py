@@ -94,6 +94,8 @@ class Eagle3App(App[int]):
         theme_dirs: Iterable[Path] | None = None,
         screenshot_dir: str | Path | None = None,
         chart_hz: float = 2.0,
+        bench_opts: dict[str, Any] | None = None,
+        check_opts: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.session: Any = session
@@ -107,6 +109,8 @@ class Eagle3App(App[int]):
         self.window_s = 300.0
         self.screenshot_dir = Path(screenshot_dir) if screenshot_dir else Path.cwd()
         self.chart_hz = chart_hz
+        self.bench_opts = dict(bench_opts or {})  # e.g. num_prompts for a short benchmark
+        self.check_opts = dict(check_opts or {})
         self.user_theme_names: set[str] = set()
         self._theme_errors: list[str] = []
         self._requested_theme = theme_name
@@ -178,7 +182,12 @@ class Eagle3App(App[int]):
         yield Label(escape(self.hint), id="hint")
         yield Footer()
 
+    def on_resize(self, event: Any) -> None:
+        # Small terminals (80x24): the charts shrink so the log keeps some rows.
+        self.screen.set_class(self.size.height < 32, "-short")
+
     def on_mount(self) -> None:
+        self.screen.set_class(self.size.height < 32, "-short")
         if self.keymap:
             self.set_keymap(self.keymap)
         for reason in self._theme_errors:
@@ -369,7 +378,9 @@ class Eagle3App(App[int]):
 
     def _ev_CheckFinished(self, ev: Any) -> None:
         pane = self.query_one("#accuracy-pane")
-        if ev.error:
+        if ev.error == "cancelled":
+            pane.show_stopped("check cancelled: the job on the host was stopped")
+        elif ev.error:
             pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(str(ev.error))}")
             self.notify(f"check failed: {ev.error}", severity="error", timeout=10)
         elif ev.report is not None:
@@ -646,7 +657,7 @@ class Eagle3App(App[int]):
             return
         self.action_show_tab("accuracy")
         self.query_one("#accuracy-pane").show_started()
-        self._run_job("check", self.session.run_check(), "accuracy check")
+        self._run_job("check", self.session.run_check(**self.check_opts), "accuracy check")
 
     def action_cancel(self) -> None:
         pane = self.query_one(LogPane)
@@ -680,7 +691,7 @@ class Eagle3App(App[int]):
         self.query_one("#ledger-pane").show_progress(0, 1, "baseline benchmark" if baseline else "benchmark")
         self._run_job(
             "bench",
-            self.session.benchmark(baseline=baseline),
+            self.session.benchmark(baseline=baseline, **self.bench_opts),
             "baseline benchmark" if baseline else "benchmark",
         )
 

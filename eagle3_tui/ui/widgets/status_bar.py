@@ -44,7 +44,7 @@ class StatusBar(Static):
     """Renders the session's snapshots; `refresh_from(session)` is called on every state event."""
 
     DEFAULT_CSS = """
-    StatusBar { height: 2; padding: 0 1; background: $panel; color: $foreground; }
+    StatusBar { height: 2; padding: 0 1; background: $panel; color: $foreground; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, clock: Callable[[], float], **kwargs: Any) -> None:

@@ -1,0 +1,151 @@
+"""Pilot tests of the console against the real sim server through LocalHost: the demo's story.
+
+The session is the one `eagle3-tui --demo` builds (`demo_profile` + `Session`, started through
+`Session.start_server()`): the seeds' broken flags, no layer-id key. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable
+
+from eagle3_tui.profile import demo_profile
+from eagle3_tui.session import Session
+from eagle3_tui.ui.app import Eagle3App
+from eagle3_tui.ui.launch import _attach_and_start, _stop_and_close, free_port
+from eagle3_tui.ui.themes import builtin_theme_dir
+from tests.ui.recorded import until_ready
+
+pytestmark = pytest.mark.slow
+
+
+async def wait_until(pilot: Any, cond: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            app = pilot.app
+            tail = "\n".join(app.session.recent_log(15)) if app.session is not None else ""
+            raise AssertionError(f"timed out waiting for {what}; server {app.session.server}\n{tail}")
+        await asyncio.sleep(0.1)
+    await pilot.pause()
+
+
+def accept_points_since(session: Session, t0: float) -> list[float]:
+    return [v for t, v in session.telemetry.series["accept_len"].window(t0, None)]
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Eagle3App:
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
+    profile.launch_command = [*profile.launch_command, "--decode-log-interval", "8"]  # stats sooner
+    session = Session(profile)
+    return Eagle3App(
+        session,
+        start=_attach_and_start,
+        on_exit=_stop_and_close,
+        theme_dirs=[builtin_theme_dir()],
+        screenshot_dir=tmp_path / "shots",
+        bench_opts={"num_prompts": 6, "concurrency": 3, "max_tokens": 24},
+        check_opts={"samples": 1500, "threads": 1},
+    )
+
+
+async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eagle3App):
+    app = demo_app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
+        s = app.session
+        await wait_until(pilot, lambda: s.server.state == "ready", "the demo server to be ready", 180)
+        await wait_until(pilot, lambda: len(s.telemetry.series["accept_len"]) >= 3, "first decode stats")
+        status = str(app.query_one("#status").render())
+        assert "steps 1" in status and "asked 16" in status and "accept" in status
+        # the log pane shows the live log, the chart has drawn the stats
+        assert any("Decode batch" in line for line in app.query_one("#log").lines)
+        await pilot.pause(1.2)
+        assert app.query_one("#chart-accept").points_drawn >= 1
+        # the doctor's findings: the overridden steps flag is among them
+        await pilot.press("2")
+        assert any(f.rule_id == "steps-override" for f in app.query_one("#findings-pane").findings)
+
+        before_pid = s.server.pid
+        t_fix = time.time()
+        before = accept_points_since(s, 0)
+        # config pane: pick the training wiring, see the diff, confirm: the server restarts
+        await pilot.press("3")
+        names = [p.name for p in app.query_one("#config-pane").presets]
+        assert "train-[:-1]" in names
+        for _ in range(len(names)):
+            if app.query_one("#config-pane").selected.name == "train-[:-1]":
+                break
+            await pilot.press("p")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "DiffModal", "the diff modal", 30)
+        diff = str(app.screen.query_one("#diff-text").render())
+        assert "eagle_aux_hidden_state_layer_ids" in diff
+        await pilot.press("y")
+        await wait_until(
+            pilot,
+            lambda: s.server.state == "ready" and s.server.pid != before_pid and s.server.active_preset == "train-[:-1]",
+            "the restart with the new preset",
+            180,
+        )
+        await wait_until(pilot, lambda: len(accept_points_since(s, t_fix)) >= 4, "decode stats after the fix")
+        after = accept_points_since(s, t_fix)
+        assert sum(after) / len(after) > sum(before) / len(before) + 0.1, (before, after)
+        assert any("preset train-[:-1]" in m.label for m in s.telemetry.markers)
+        data = app._accept_data(200)
+        assert any("preset" in label for _, label in data.markers)
+
+        # accuracy check: start, cancel (the job on the host ends), start again, results side by side
+        await pilot.press("c")
+        await wait_until(pilot, lambda: app._busy("check"), "the check to start", 10)
+        await pilot.pause(1.0)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app._busy("check"), "the check to stop", 30)
+        assert s.check is None
+        await pilot.press("c")
+        await wait_until(pilot, lambda: s.check is not None, "the check report", 300)
+        table = app.query_one("#check-table", DataTable)
+        assert len(table.columns) == 1 + len(s.check.wirings) >= 3
+        assert "Best wiring" in str(app.query_one("#check-notes").render())
+
+        # benchmark: a ledger row appears
+        rows_before = len(s.ledger_rows())
+        await pilot.press("b")
+        await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app._busy("bench"), "the benchmark", 180)
+        assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
+
+        # rollback: confirm, restart, the preset is gone again
+        await pilot.press("u")
+        await pilot.press("y")
+        await wait_until(
+            pilot,
+            lambda: s.server.state == "ready" and s.server.active_preset != "train-[:-1]" and not app._busy("restart"),
+            "the rollback restart",
+            180,
+        )
+        served_pid = s.server.pid
+        assert pid_alive(served_pid)
+        await pilot.press("q")
+        deadline = time.monotonic() + 60
+        while pid_alive(served_pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert app.quitting and not pid_alive(served_pid), "quitting the demo must stop its server"
