@@ -104,8 +104,14 @@ class SSHChannel:
                     self._err_len -= len(self._err.pop(0))
 
     async def readline(self) -> str:
+        line = ""
         try:
-            line = await self.proc.stdout.readline()
+            # asyncssh hands back part of a line when its receive buffer fills: join the parts
+            while True:
+                part = await self.proc.stdout.readline()
+                line += part
+                if not part or line.endswith("\n"):
+                    break
         except _LOST as exc:
             raise ConnectionLost(f"Lost the connection to {self._host.name}.") from exc
         if line == "" and self._conn.is_closed():
