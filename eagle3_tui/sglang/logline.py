@@ -441,7 +441,7 @@ _WARNING_TEXTS: tuple[str, ...] = (
     "spec v2 is used",
     "deprecated",
 )
-_WARNING_LEVEL = re.compile(r"(?:\bWARNING\b|\bWARN\b|\w*Warning:)")
+_WARNING_LEVEL = re.compile(r"\bWARN(?:ING)?\b")
 # Every line that parse_line turns into DecodeStats, ServerReady, ServerArgs, Failure or
 # ServerWarning contains one of these byte strings: a scanner may skip lines that hold none of them
 # (and are not stat lines) without changing what a replay reports.
@@ -456,9 +456,11 @@ KEY_NEEDLES: tuple[bytes, ...] = (
     b"Warning:",
     *(text.encode() for text in _WARNING_TEXTS),
 )
-_ACCESS = re.compile(r"(\S+) - \"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
+# `--log-requests` lines: `Receive: obj=GenerateReqInput(...)`, `Finish: obj=..., out=...`.
+_REQUEST_LOG = re.compile(r"(?:^|\] )(?:Receive|Finish): ")
+_ACCESS = re.compile(r"(?<!\S)(\S+) - \"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
-_ARG = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
+_ARG = re.compile(r"(?<!\w)(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
 
 
 def _message(text: str, end: int | None = None) -> tuple[float | None, str]:
@@ -492,6 +494,8 @@ def _parse(text: str) -> LogEvent:
     if len(text) > MAX_LINE or "\x00" in text:
         return Other(line=text)
     m = _STATS_HEADER.search(text)
+    if _REQUEST_LOG.search(text, 0, m.start() if m is not None else len(text)) is not None:
+        return Other(line=text)  # --log-requests payloads are user data, not server status
     if m is not None:
         return _stats(text, m)
     a = _ACCESS.search(text)
@@ -510,7 +514,7 @@ def _parse(text: str) -> LogEvent:
         if needle in text:
             ts, msg = _message(text)
             return Failure(timestamp=ts, kind=kind, message=msg, traceback=(), line=text)
-    if _WARNING_LEVEL.search(text) or any(w in text for w in _WARNING_TEXTS):
+    if "Warning:" in text or _WARNING_LEVEL.search(text) or any(w in text for w in _WARNING_TEXTS):
         ts, msg = _message(text)
         return ServerWarning(timestamp=ts, message=msg, line=text)
     return Other(line=text)

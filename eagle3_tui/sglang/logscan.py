@@ -32,17 +32,25 @@ BLOCK_SIZE = 1 << 20
 MAX_LONG_LINE = 1 << 20
 PROBE_BYTES = 4 << 20  # give up on a file with no log line in its first 4 MiB
 
-_HEAD = rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] "
-_PLAIN = _HEAD + rb"(?:(?:Decode|Prefill) batch(?: \[\d+\])?[.,]|INFO:     \S+ - \")"
+# A "plain" line: an SGLang prefix (a bracket of 20-50 characters: date, time, optional
+# milliseconds and rank tags) then a stat header or a uvicorn INFO line. `.{19}` is cheaper for the
+# regex engine than a character class, and this check runs once per line.
+_PLAIN = rb"\[.{19}[^\]\n]{0,30}\] (?:Decode b|Prefill b|INFO: )"
 _PLAIN_AT = re.compile(_PLAIN)
 _PLAIN_ANY = re.compile(rb"(?:^|\n)" + _PLAIN)
 _ODD = re.compile(rb"\n(?!" + _PLAIN + rb")([^\n]*)")
 _DECODE_TS = re.compile(
-    rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
+    rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
 )
-_ACCEPT_LEN = re.compile(rb"accept len: ([^,\n]*)")
-_GEN_TPS = re.compile(rb"gen throughput \(token/s\): ([^,\n]*)")
-_PAIR = re.compile(rb"accept len: ([^,\n]*), accept rate: ([^,\n]*)")
+_ACCEPT_LEN = re.compile(rb"accept len: ([^,\n]{0,64})")
+_GEN_TPS = re.compile(rb"gen throughput \(token/s\): ([^,\n]{0,64})")
+# Both values in one pass; used when it finds one pair per decode line (every speculative log).
+# The tok/s value is taken to one decimal: replay bins it at 0.1 anyway, and fewer distinct texts
+# make counting cheaper. A value of another shape fails the match and the exact path runs.
+_LEN_TPS = re.compile(
+    rb"accept len: ([^,\n]{0,64})[^\n]{0,400}gen throughput \(token/s\): (\d{1,12}\.\d)\d*(?=[,\s]|$)"
+)
+_PAIR = re.compile(rb"accept len: ([^,\n]{0,64}), accept rate: ([^,\n]{0,64})")
 
 
 class ScanSink(Protocol):
@@ -101,69 +109,66 @@ class _Scanner:
                 self.result.recognized = True
             self.sink.event(ev)
 
-    def _line_end(self, block: bytes, s: int) -> int:
-        e = block.find(b"\n", s)
-        return len(block) if e < 0 else e
+    @staticmethod
+    def _line_end(block: bytes, s: int, end: int) -> int:
+        e = block.find(b"\n", s, end)
+        return end if e < 0 else e
 
-    def slow_block(self, block: bytes) -> None:
-        for raw in block.split(b"\n"):
+    def slow_range(self, block: bytes, start: int, end: int) -> None:
+        """Every line of block[start:end] through LogReader (the reference path)."""
+        for raw in block[start:end].split(b"\n"):
             self._feed(raw)
 
-    def _slow_while_pending(self, block: bytes, pos: int) -> int:
-        end = len(block)
-        while pos < end and self.reader.pending is not None:
-            e = self._line_end(block, pos)
+    def _slow_while_pending(self, block: bytes, pos: int, end: int) -> int:
+        while pos <= end and self.reader.pending is not None:
+            e = self._line_end(block, pos, end)
             self._feed(block[pos:e])
             pos = e + 1
         return pos
 
     # -- blocks --------------------------------------------------------------------------------
 
-    def fast_block(self, block: bytes) -> None:
-        if b"\x00" in block:  # NULs: parse_line rejects such lines; keep its exact view
-            self.slow_block(block)
+    def fast_range(self, block: bytes, start: int, end: int) -> None:
+        """The lines of block[start:end] (separated by newlines, none at the end), in bulk."""
+        if block.find(b"\x00", start, end) >= 0:  # parse_line rejects lines with NULs: keep its view
+            self.slow_range(block, start, end)
             return
-        end = len(block)
-        if not self.result.recognized and _PLAIN_ANY.search(block):
+        if not self.result.recognized and _PLAIN_ANY.search(block, start, end):
             self.result.recognized = True
-        relevant = self._relevant_starts(block)
-        pos = 0
-        for s in relevant:
+        pos = start
+        for s in self._relevant_starts(block, start, end):
             if s < pos:
                 continue
             if self.reader.pending is not None:
-                pos = self._slow_while_pending(block, pos)
+                pos = self._slow_while_pending(block, pos, end)
                 if s < pos:
                     continue
             if s > pos:
                 self._bulk(block, pos, s)
-            e = self._line_end(block, s)
+            e = self._line_end(block, s, end)
             self._feed(block[s:e])
-            pos = self._slow_while_pending(block, e + 1)
+            pos = self._slow_while_pending(block, e + 1, end)
         if self.reader.pending is not None:
-            pos = self._slow_while_pending(block, pos)
+            pos = self._slow_while_pending(block, pos, end)
         if pos < end:
             self._bulk(block, pos, end)
 
-    def _relevant_starts(self, block: bytes) -> list[int]:
+    def _relevant_starts(self, block: bytes, start: int, end: int) -> list[int]:
         """Starts of the odd lines that may hold an event other than prefill/access/other."""
-        first_end = self._line_end(block, 0)
-        first_odd = _PLAIN_AT.match(block, 0) is None
-        odd = _ODD.findall(block)
+        first_odd = _PLAIN_AT.match(block, start, end) is None
+        odd = _ODD.findall(block, start, end)
+        first = block[start : self._line_end(block, start, end)] if first_odd else b""
         if first_odd:
-            odd.append(block[:first_end])
+            odd.append(first)
         if not self.result.recognized:
             for text in odd:
                 if not isinstance(parse_line(text.decode("utf-8", "replace")), Other):
                     self.result.recognized = True
                     break
-        if not odd:
+        if not odd or not _relevant(b"\n".join(odd)):
             return []
-        joined = b"\n".join(odd)
-        if not _relevant(joined):
-            return []
-        starts = [0] if first_odd and _relevant(block[:first_end]) else []
-        for m in _ODD.finditer(block):
+        starts = [start] if first_odd and _relevant(first) else []
+        for m in _ODD.finditer(block, start, end):
             if _relevant(m.group(1)):
                 starts.append(m.start(1))
         return starts
@@ -177,10 +182,13 @@ class _Scanner:
         t_first = _ts(_DECODE_TS.search(block, a, b))
         i = block.rfind(b"Decode batch", a, b)
         ls = max(block.rfind(b"\n", a, i) + 1, a)
-        t_last = _ts(_DECODE_TS.match(block, ls))
-        self.sink.decode_bulk(
-            n, _ACCEPT_LEN.findall(block, a, b), _GEN_TPS.findall(block, a, b), pairs, t_first, t_last
-        )
+        t_last = _ts(_DECODE_TS.search(block, ls, b))
+        both = _LEN_TPS.findall(block, a, b)
+        if len(both) == n:
+            lens, tps = zip(*both, strict=True)
+        else:  # some decode lines lack one of the two (no speculation, or an odd build)
+            lens, tps = _ACCEPT_LEN.findall(block, a, b), _GEN_TPS.findall(block, a, b)
+        self.sink.decode_bulk(n, lens, tps, pairs, t_first, t_last)
 
     def finish(self) -> None:
         for ev in self.reader.flush():
@@ -197,49 +205,35 @@ def scan(
 ) -> ScanResult:
     """Read `stream` to its end (or give up on a non-log) and pass what it holds to `sink`."""
     sc = _Scanner(sink, fast)
-    rest = b""
-    skipping = False  # inside a line longer than MAX_LONG_LINE
+    process = sc.fast_range if fast else sc.slow_range
     res = sc.result
+    rest = b""  # the start of a line that ends in a later chunk
+    skipping = False  # inside a line longer than MAX_LONG_LINE
     while True:
         chunk = stream.read(block_size)
         if not chunk:
             break
         res.bytes_read += len(chunk)
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            if skipping:
-                continue
-            rest += chunk
-            if len(rest) > MAX_LONG_LINE:
-                rest, skipping = b"", True
+        first = chunk.find(b"\n")
+        if first < 0:
+            if not skipping:
+                rest += chunk
+                if len(rest) > MAX_LONG_LINE:
+                    rest, skipping = b"", True
             continue
         if skipping:
-            head = b""
             skipping = False
-            start = chunk.find(b"\n") + 1
-            block = chunk[start : cut + 1]
-        else:
-            head = rest
-            block = chunk[: cut + 1]
-        if head:
-            first_nl = block.find(b"\n")
-            if len(head) + first_nl > MAX_LONG_LINE:
-                block = block[first_nl + 1 :]
-            else:
-                block = head + block
-        rest = chunk[cut + 1 :]
-        block = block[:-1]  # drop the final newline: lines are what lies between newlines
-        if fast:
-            sc.fast_block(block)
-        else:
-            sc.slow_block(block)
+        elif len(rest) + first <= MAX_LONG_LINE:
+            line = rest + chunk[:first] if rest else chunk[:first]
+            process(line, 0, len(line))
+        last = chunk.rfind(b"\n")
+        if last > first:
+            process(chunk, first + 1, last)  # whole lines, processed in place
+        rest = chunk[last + 1 :]
         if not res.recognized and res.bytes_read >= probe_bytes:
             res.gave_up = True
             return res
     if rest and not skipping:
-        if fast:
-            sc.fast_block(rest)
-        else:
-            sc.slow_block(rest)
+        process(rest, 0, len(rest))
     sc.finish()
     return res

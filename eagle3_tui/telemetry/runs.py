@@ -35,6 +35,7 @@ __all__ = ["Dist", "FailureInfo", "RunSplitter", "RunSummary", "ValueSketch"]
 MAX_PAIRS = 256  # (accept len, accept rate) samples per run for the definition guess
 MAX_WARNINGS = 50  # distinct warning texts kept per run
 MAX_FAILURES = 20  # failures kept per run (the newest)
+MAX_TEXTS = 100_000  # distinct printed values counted as text before they are folded into sketches
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,32 +52,35 @@ class Dist:
 
 
 class ValueSketch:
-    """A bounded multiset of values printed with 2 decimals, kept as integer hundredths.
+    """A bounded multiset of values printed with 2 decimals, binned on a decimal grid.
 
-    Exact while there are at most `max_keys` distinct values; beyond that values are floored to
-    coarser decimal buckets (0.1, 1, 10, ...), so percentiles become bucket lower edges. The mean
-    is always exact (an integer sum). The result does not depend on the order values came in.
+    Values are kept as integer hundredths floored to bins of 10**level hundredths (level 0:
+    exact, 1: 0.1, 2: 1, ...). Past `max_keys` distinct bins the grid coarsens by 10. Means and
+    percentiles (nearest rank) are taken at bin midpoints (level 0: the values themselves), so
+    the result depends only on the multiset of values added, never on their order or grouping.
     """
 
-    __slots__ = ("_counts", "_level", "_max_keys", "_sum", "n", "skipped")
+    __slots__ = ("_counts", "_level", "_max_keys", "n", "skipped")
 
-    def __init__(self, max_keys: int = 20_000) -> None:
+    def __init__(self, level: int = 0, max_keys: int = 20_000) -> None:
         self._counts: dict[int, int] = {}
-        self._level = 0  # keys are hundredths // 10**level
+        self._level = level
         self._max_keys = max_keys
-        self._sum = 0
         self.n = 0
         self.skipped = 0
+
+    @property
+    def resolution(self) -> float:
+        """The bin width in value units (0.01 while exact)."""
+        return (10**self._level) / 100.0
 
     def add(self, value: float, k: int = 1) -> None:
         """Add `value` `k` times (non-finite or absurdly large values are counted as skipped)."""
         if not math.isfinite(value) or abs(value) > 1e13:
             self.skipped += k
             return
-        cents = round(value * 100)
+        key = round(value * 100) // (10**self._level)
         self.n += k
-        self._sum += cents * k
-        key = cents // (10**self._level)
         self._counts[key] = self._counts.get(key, 0) + k
         if len(self._counts) > self._max_keys:
             self._compact()
@@ -105,25 +109,27 @@ class ValueSketch:
         if self.n == 0:
             return None
         scale = (10**self._level) / 100.0
+        half = 0.5 if self._level else 0.0
         keys = sorted(self._counts)
         ranks = {p: max(1, math.ceil(p * self.n)) for p in (0.1, 0.5, 0.9)}
         found: dict[float, float] = {}
         cum = 0
+        total = 0
         for key in keys:
-            cum += self._counts[key]
+            k = self._counts[key]
+            total += key * k
+            cum += k
             for p, r in ranks.items():
                 if p not in found and cum >= r:
-                    found[p] = key * scale
-            if len(found) == len(ranks):
-                break
+                    found[p] = (key + half) * scale
         return Dist(
             n=self.n,
-            mean=self._sum / self.n / 100.0,
+            mean=(total / self.n + half) * scale,
             p10=found[0.1],
             p50=found[0.5],
             p90=found[0.9],
-            lo=keys[0] * scale,
-            hi=keys[-1] * scale,
+            lo=(keys[0] + half) * scale,
+            hi=(keys[-1] + half) * scale,
         )
 
 
@@ -179,13 +185,22 @@ class _Run:
     args: ServerArgs | None = None
     decode_lines: int = 0
     accept_len: ValueSketch = field(default_factory=ValueSketch)
-    gen_tps: ValueSketch = field(default_factory=ValueSketch)
+    gen_tps: ValueSketch = field(default_factory=lambda: ValueSketch(level=1))  # 0.1 tok/s bins
     pairs: list[tuple[float, float]] = field(default_factory=list)
     warnings: dict[str, int] = field(default_factory=dict)
     tail_warnings: list[tuple[str, float | None]] = field(default_factory=list)
     end_before_tail: float | None = None
     failures: list[FailureInfo] = field(default_factory=list)
     failures_total: int = 0
+    # printed values from the fast path, counted as text until folded into the sketches
+    len_texts: Counter[bytes] = field(default_factory=Counter)
+    tps_texts: Counter[bytes] = field(default_factory=Counter)
+
+    def fold(self) -> None:
+        self.accept_len.add_texts(self.len_texts)
+        self.gen_tps.add_texts(self.tps_texts)
+        self.len_texts.clear()
+        self.tps_texts.clear()
 
     def has_content(self) -> bool:
         return bool(self.decode_lines or self.ready_at is not None or self.args or self.failures_total)
@@ -289,8 +304,10 @@ class RunSplitter:
             return
         run = self._run
         run.decode_lines += lines
-        run.accept_len.add_texts(Counter(accept_lens))
-        run.gen_tps.add_texts(Counter(gen_tps))
+        run.len_texts.update(accept_lens)
+        run.tps_texts.update(gen_tps)
+        if len(run.len_texts) + len(run.tps_texts) > MAX_TEXTS:
+            run.fold()
         for a, r in pairs:
             if len(run.pairs) >= MAX_PAIRS:
                 break
@@ -314,6 +331,7 @@ class RunSplitter:
 
 
 def _summarise(run: _Run) -> RunSummary:
+    run.fold()
     spec: dict[str, str | int | None] | None = None
     steps: int | None = None
     steps_source: str | None = None
