@@ -179,3 +179,83 @@ async def test_proxyjump_through_a_bastion(sshd: SshdServer, sshd_bastion: SshdS
         assert re.search(r"direct-tcpip|Accepted publickey", sshd_bastion.log_text())
     finally:
         await host.close()
+
+
+async def test_forwarded_port_survives_a_reconnect(sshd: SshdServer, ssh_host_factory: Any) -> None:
+    import http.server
+    import threading
+
+    import httpx
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = await ssh_host_factory()
+    try:
+        port = await host.forward(server.server_address[1])
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+        gen = host.generation
+        assert sshd.kill_connection(host.local_port)
+        await host.connect(timeout=20, retry=True)
+        async with httpx.AsyncClient(timeout=5) as client:  # same local port, new SSH connection
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+        assert host.generation > gen
+        assert await host.forward(server.server_address[1]) == port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_follow_without_python_on_the_host_polls_over_sftp(ssh_host_factory: Any, tmp_path: Path) -> None:
+    from eagle3_tui.remote import FollowEvent
+
+    host = await ssh_host_factory(python="/nonexistent/python3")
+    log = tmp_path / "server.log"
+    log.write_text("a1\na2\npar")
+
+    async def take(fol: Any, want: str) -> tuple[list[str], list[str]]:
+        lines: list[str] = []
+        kinds: list[str] = []
+
+        async def go() -> None:
+            async for item in fol:
+                if isinstance(item, FollowEvent):
+                    kinds.append(item.kind)
+                else:
+                    lines.extend(item.lines)
+                    if want in lines:
+                        return
+
+        await asyncio.wait_for(go(), 30)
+        return lines, kinds
+
+    async with host.follow(str(log), start="begin") as fol:
+        lines, kinds = await take(fol, "a2")
+        assert lines == ["a1", "a2"] and kinds == ["opened"]
+        with open(log, "a") as f:
+            f.write("tial\n")
+        log.rename(tmp_path / "server.log.1")
+        log.write_text("b1\n")
+        lines, kinds = await take(fol, "b1")
+        assert lines == ["partial", "b1"] and kinds == ["rotated"]
+    cursor = fol.cursor
+    # while nobody follows: the file is rotated again, with a late write to the rotated one
+    with open(log, "a") as f:
+        f.write("b2\n")
+    log.rename(tmp_path / "server.log.2")
+    with open(tmp_path / "server.log.2", "a") as f:
+        f.write("b3-late\n")
+    log.write_text("c1\n")
+    async with host.follow(str(log), cursor) as fol:
+        lines, kinds = await take(fol, "c1")
+    assert lines == ["b2", "b3-late", "c1"] and kinds == ["rotated"]

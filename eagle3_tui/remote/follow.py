@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.remote import scripts
 from eagle3_tui.remote.errors import ConnectionLost, HostError
@@ -38,6 +38,7 @@ class Follow:
         self.cursor = cursor
         self._mode: StartMode = start
         self._last_lines = max(0, int(last_lines))
+        self._polling = False
         self._gen = self._run()
 
     def __aiter__(self) -> Follow:
@@ -71,8 +72,29 @@ class Follow:
             str(self._last_lines),
         ]
 
+    def _item(self, rec: dict[str, Any]) -> FollowItem:
+        cur = FollowCursor(rec["i"], rec["o"], rec["pi"], rec["po"])
+        if cur.inode:
+            self.cursor = cur
+        lines = rec.get("l")
+        if lines is not None:
+            return FollowBatch(lines, cur)
+        kind = rec["e"]
+        if kind == "waiting":
+            self._mode = "begin"  # whatever appears later is new: read it whole
+        return FollowEvent(kind, self.path)
+
     async def _run(self) -> AsyncGenerator[FollowItem, None]:
         while True:
+            if self._polling:
+                try:
+                    poll = self.host._poll_records(self.path, self.cursor, self._mode, self._last_lines)
+                    async for rec in poll:
+                        yield self._item(rec)
+                except ConnectionLost:
+                    pass
+                await self.host._wait_connected()
+                continue
             try:
                 chan = await self.host._open_channel(self._argv())
             except ConnectionLost:
@@ -86,23 +108,16 @@ class Follow:
                         break
                     if not line:
                         rc = await chan.wait()
+                        if rc == 127 and self.host.can_poll_files:  # no Python there: poll over SFTP
+                            self._polling = True
+                            break
                         err = chan.stderr_text().strip()
                         raise HostError(
                             f"The log follower for {self.path} on {self.host.name} stopped "
                             f"(exit {rc}){': ' + err[-500:] if err else ''}."
                         )
-                    rec = json.loads(line)
-                    cur = FollowCursor(rec["i"], rec["o"], rec["pi"], rec["po"])
-                    if cur.inode:
-                        self.cursor = cur
-                    lines = rec.get("l")
-                    if lines is not None:
-                        yield FollowBatch(lines, cur)
-                    else:
-                        kind = rec["e"]
-                        if kind == "waiting":
-                            self._mode = "begin"  # whatever appears later is new: read it whole
-                        yield FollowEvent(kind, self.path)
+                    yield self._item(json.loads(line))
             finally:
                 await chan.close()
-            await self.host._wait_connected()
+            if not self._polling:
+                await self.host._wait_connected()

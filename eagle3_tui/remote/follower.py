@@ -46,7 +46,8 @@ class Reader:
         self.pos = pos
         self.partial = b""
         self.partial_len = 0
-        os.lseek(fd, pos, os.SEEK_SET)
+        if fd is not None:
+            os.lseek(fd, pos, os.SEEK_SET)
 
     def read_end(self):
         return self.pos + self.partial_len
@@ -55,7 +56,8 @@ class Reader:
         self.pos = pos
         self.partial = b""
         self.partial_len = 0
-        os.lseek(self.fd, pos, os.SEEK_SET)
+        if self.fd is not None:
+            os.lseek(self.fd, pos, os.SEEK_SET)
 
     def close(self):
         try:
@@ -79,6 +81,10 @@ class Reader:
         data = os.read(self.fd, CHUNK)
         if not data:
             return None
+        return self.feed(data)
+
+    def feed(self, data):
+        """Take the next bytes of the file (at most CHUNK); return the lines they completed."""
         last = data.rfind(b"\n")
         if last < 0:
             self._add_partial(data)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import abc
 import json
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.remote import scripts
 from eagle3_tui.remote.errors import HostError, RemoteFileNotFound
@@ -152,6 +152,8 @@ class Host(abc.ABC):
     python: str
     #: a short human name ("local" or the SSH target), for messages
     name: str
+    #: whether `follow` can fall back to polling when the follower cannot run (no Python on the host)
+    can_poll_files: bool = False
 
     def __init__(self) -> None:
         self._listeners = _Listeners()
@@ -325,6 +327,10 @@ class Host(abc.ABC):
         from eagle3_tui.remote.follow import Follow
 
         return Follow(self, path, cursor, start=start, last_lines=last_lines)
+
+    def _poll_records(self, path: str, cursor: FollowCursor | None, mode: str, last_lines: int) -> AsyncIterator[dict[str, Any]]:
+        """Follower records without the follower (hosts with `can_poll_files`)."""
+        raise HostError(f"{self.name} cannot follow {path}: its Python ({self.python}) is not there.")
 
     async def _wait_connected(self) -> None:
         """Block until the transport is usable again (LocalHost: always is)."""

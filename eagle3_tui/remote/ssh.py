@@ -606,6 +606,14 @@ class SSHHost(Host):
 
         return await self._sftp_call(path, "write", go)
 
+    # ---- follow without Python ----------------------------------------------------------------
+    can_poll_files = True
+
+    def _poll_records(self, path: str, cursor: Any, mode: str, last_lines: int) -> Any:
+        from eagle3_tui.remote.sftp_follow import SftpPoller
+
+        return SftpPoller(self, path, cursor, mode, last_lines).records()
+
     # ---- port forward ---------------------------------------------------------------------------
     async def forward(self, remote_port: int) -> int:
         """A local port on 127.0.0.1 that survives reconnects: each accepted TCP connection opens a
@@ -619,14 +627,25 @@ class SSHHost(Host):
             task = asyncio.current_task()
             if task is not None:
                 self._pumps.add(task)
-            try:
-                conn = await self._get_conn(30)
-                r2, w2 = await conn.open_connection("127.0.0.1", remote_port)
-            except Exception:
-                writer.close()
-                if task is not None:
-                    self._pumps.discard(task)
-                return
+            r2 = w2 = None
+            deadline = time.monotonic() + 30
+            while r2 is None:
+                try:
+                    conn = await self._get_conn(max(0.0, deadline - time.monotonic()))
+                    r2, w2 = await conn.open_connection("127.0.0.1", remote_port)
+                except _LOST as exc:
+                    refused = isinstance(exc, asyncssh.ChannelOpenError) and "closed" not in str(exc)
+                    if not refused and time.monotonic() < deadline and not self._closed:
+                        await asyncio.sleep(0.05)  # a dead connection not yet noticed: wait for the next
+                        continue
+                    r2 = None
+                except Exception:
+                    r2 = None
+                if r2 is None:
+                    writer.close()
+                    if task is not None:
+                        self._pumps.discard(task)
+                    return
 
             async def pump(src: Any, dst: Any) -> None:
                 with contextlib.suppress(Exception):
