@@ -1,1 +1,176 @@
-"""The demo world and the sim server as fixtures (filled in by the sim work)."""
+"""The demo world and the sim server as test fixtures.
+
+- `demo_world` (session): `eagle3_tui.sim.world.ensure_world()`, i.e. the cached world under the
+  user cache dir (`EAGLE3_TUI_CACHE_DIR` overrides the root). The first run of the suite builds it
+  (a few minutes on one thread); every later test and run reuses it.
+- `make_draft_dir(world, dest, layer_ids=None)`: a draft dir whose config.json carries
+  `eagle_config.eagle_aux_hidden_state_layer_ids = layer_ids` (or no key), weights symlinked.
+- `start_sim_server(world, workdir, *, args=(), draft_dir=None, ...) -> SimServer`: starts
+  `python -m eagle3_tui.sim.server` on a free 127.0.0.1 port in its own process group, log
+  redirected to `workdir/server.log`, and waits for "The server is fired up and ready to roll!"
+  (or for the process to exit, when `wait_ready=False` / it fails). `SimServer.stop()` sends TERM.
+- `sim_server` (function fixture): a factory `sim_server(*args, draft_dir=None, layer_ids=None,
+  wait_ready=True)` bound to `demo_world` and `tmp_path` that stops every server it started.
+  Without `args` the server speculates with 3 steps, topk 1 and 4 draft tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["SimServer", "demo_world", "free_port", "make_draft_dir", "sim_server", "start_sim_server"]
+
+READY = "The server is fired up and ready to roll!"
+SPEC_ARGS = (
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+)
+
+
+@pytest.fixture(scope="session")
+def demo_world() -> Any:
+    from eagle3_tui.sim.world import ensure_world
+
+    return ensure_world(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_draft_dir(world: Any, dest: Path, layer_ids: Sequence[int] | None = None) -> Path:
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((Path(world.draft_dir) / "config.json").read_text())
+    cfg.pop("eagle_config", None)
+    if layer_ids is not None:
+        cfg["eagle_config"] = {
+            "eagle_aux_hidden_state_layer_ids": list(layer_ids),
+            "use_aux_hidden_state": True,
+        }
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    weights = dest / "model.safetensors"
+    if not weights.exists():
+        weights.symlink_to(Path(world.draft_dir) / "model.safetensors")
+    return dest
+
+
+@dataclass
+class SimServer:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log_text():
+                return True
+            if self.proc.poll() is not None:
+                return text in self.log_text()
+            time.sleep(0.05)
+        return False
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        return int(self.proc.returncode)
+
+
+def start_sim_server(
+    world: Any,
+    workdir: Path,
+    *,
+    args: Sequence[str] = SPEC_ARGS,
+    draft_dir: Path | None = None,
+    wait_ready: bool = True,
+    timeout: float = 60.0,
+    log_name: str = "server.log",
+) -> SimServer:
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    argv = [sys.executable, "-m", "eagle3_tui.sim.server", "--model-path", str(world.target_dir)]
+    if "--speculative-algorithm" in args:
+        argv += ["--speculative-draft-model-path", str(draft_dir or world.draft_dir)]
+    argv += [*args, "--host", "127.0.0.1", "--port", str(port)]
+    log_path = workdir / log_name
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=workdir
+        )
+    server = SimServer(proc, port, log_path)
+    if wait_ready and not server.wait_for(READY, timeout):
+        server.stop()
+        raise AssertionError(f"sim server did not become ready:\n{server.log_text()[-3000:]}")
+    if not wait_ready:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    return server
+
+
+@pytest.fixture
+def sim_server(demo_world: Any, tmp_path: Path) -> Iterator[Callable[..., SimServer]]:
+    started: list[SimServer] = []
+
+    def factory(
+        *args: str,
+        draft_dir: Path | None = None,
+        layer_ids: Sequence[int] | None = None,
+        wait_ready: bool = True,
+        timeout: float = 60.0,
+    ) -> SimServer:
+        n = len(started)
+        if layer_ids is not None and draft_dir is None:
+            draft_dir = make_draft_dir(demo_world, tmp_path / f"draft{n}", layer_ids)
+        server = start_sim_server(
+            demo_world,
+            tmp_path / f"server{n}",
+            args=args or SPEC_ARGS,
+            draft_dir=draft_dir,
+            wait_ready=wait_ready,
+            timeout=timeout,
+        )
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        server.stop()

@@ -1,0 +1,202 @@
+"""The sim SGLang server over real HTTP on loopback, its log read by the project's own parser."""
+
+from __future__ import annotations
+
+import argparse
+
+import httpx
+import pytest
+
+from eagle3_tui.sglang.logline import (
+    DecodeStats,
+    Failure,
+    HttpAccess,
+    LogReader,
+    PrefillStats,
+    ServerReady,
+    parse_line,
+)
+from eagle3_tui.sim.engine import plan_capture
+from eagle3_tui.sim.logfmt import DecodeStats as SimDecodeStats
+from eagle3_tui.sim.logfmt import decode_message, prefill_message
+from eagle3_tui.sim.server import build_parser, effective_args
+
+PROMPTS = [
+    "def dedent(text):\n",
+    "class TextWrapper:\n",
+    "import re\n\n__all__ = [",
+    "    def _split(self, text):",
+]
+
+
+def _events(text: str) -> list[object]:
+    reader = LogReader()
+    out: list[object] = []
+    for line in text.splitlines():
+        out += reader.feed(line)
+    return out + reader.flush()
+
+
+def _ns(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["--model-path", "m", *argv])
+
+
+def test_speculative_flag_rules() -> None:
+    a = effective_args(_ns("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                           "--speculative-num-draft-tokens", "16", "--speculative-eagle-topk", "1"), "LlamaForCausalLM")  # fmt: skip
+    assert (a.speculative_num_steps, a.speculative_eagle_topk, a.speculative_num_draft_tokens) == (1, 1, 2)
+    assert any("adjusted to speculative_num_steps + 1" in w for w in a.warnings)
+    auto = effective_args(_ns("--speculative-algorithm", "EAGLE3"), "LlamaForCausalLM")
+    assert (auto.speculative_num_steps, auto.speculative_eagle_topk, auto.speculative_num_draft_tokens) == (
+        5,
+        4,
+        8,
+    )
+    assert auto.max_running_requests == 48
+    with pytest.raises(AssertionError):
+        effective_args(
+            _ns("--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"), "LlamaForCausalLM"
+        )
+    plain = effective_args(_ns(), "LlamaForCausalLM")
+    assert plain.speculative_algorithm is None and plain.warnings == []
+
+
+def test_layer_id_capture_rules() -> None:
+    n = 12
+    assert plan_capture({}, n, embed_patch=False).boundaries == (2, 6, 9)
+    # SGLang reads only the nested key; a top-level (vLLM-style) key falls back to the default
+    assert plan_capture({"eagle_aux_hidden_state_layer_ids": [-1, 1, 5]}, n, embed_patch=True).boundaries == (
+        2,
+        6,
+        9,
+    )
+    nested = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [5, 1, -1]}}
+    assert plan_capture(nested, n, embed_patch=True).boundaries == (0, 2, 6)
+    assert plan_capture(
+        {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 6, 9]}}, n, embed_patch=False
+    ).boundaries == (3, 7, 10)
+    # an id whose boundary is N is never captured
+    assert plan_capture(
+        {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 5, 11]}}, n, embed_patch=False
+    ).boundaries == (2, 6)
+
+
+@pytest.mark.parametrize("style", ["0.5.6", "0.4.6", "0.4.1-tp0"])
+def test_log_styles_parse(style: str) -> None:
+    from eagle3_tui.sim.logfmt import LogWriter
+
+    class Sink:
+        text = ""
+
+        def write(self, s: str) -> None:
+            Sink.text += s
+
+        def flush(self) -> None:
+            pass
+
+    w = LogWriter(Sink(), style=style)  # type: ignore[arg-type]
+    w.write(decode_message(SimDecodeStats(3, 412, 0.01, 2.5, 0.62, 123.45, 1), style), scheduler=True)
+    w.write(prefill_message(2, 50, 0, 0.0, 1, 0, style), scheduler=True)
+    decode, prefill = (parse_line(line) for line in Sink.text.splitlines())
+    assert isinstance(decode, DecodeStats) and isinstance(prefill, PrefillStats)
+    assert decode.accept_len == 2.5 and decode.running_req == 3 and decode.gen_throughput == 123.45
+    assert decode.queue_req == 1
+    assert decode.accept_rate == (0.62 if style == "0.5.6" else None)
+    assert decode.ranks == ({"TP": 0} if style == "0.4.1-tp0" else {})
+    assert prefill.new_seq == 2 and prefill.new_token == 50
+
+
+def test_server_http_api_and_clean_stop(sim_server) -> None:
+    srv = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                     "--speculative-num-draft-tokens", "16", "--speculative-eagle-topk", "1",
+                     "--decode-log-interval", "1", "--enable-metrics")  # fmt: skip
+    with httpx.Client(base_url=srv.base_url, timeout=30) as c:
+        assert c.get("/health").status_code == 200
+        info = c.get("/server_info").json()
+        assert info["speculative_num_draft_tokens"] == 2 and info["speculative_num_steps"] == 1
+        assert info["speculative_algorithm"] == "EAGLE3" and info["version"] == "0.5.6"
+        assert c.get("/get_server_info").json()["speculative_eagle_topk"] == 1
+        assert c.get("/model_info").json()["architectures"] == ["LlamaForCausalLM"]
+        assert c.get("/get_model_info").status_code == 200
+        assert c.get("/v1/models").json()["data"][0]["id"]
+        r = c.post(
+            "/generate",
+            json={"text": PROMPTS[0], "sampling_params": {"max_new_tokens": 24, "temperature": 0}},
+        )
+        body = r.json()
+        meta = body["meta_info"]
+        assert r.status_code == 200 and meta["completion_tokens"] == 24 and len(body["output_ids"]) == 24
+        assert meta["spec_verify_ct"] >= 12  # at most 2 tokens per verify with 1 step
+        assert meta["spec_accept_length"] == pytest.approx(24 / meta["spec_verify_ct"])
+        assert meta["spec_draft_token_num"] == meta["spec_verify_ct"]
+        comp = c.post("/v1/completions", json={"model": "m", "prompt": PROMPTS[1], "max_tokens": 8}).json()
+        assert comp["usage"]["completion_tokens"] == 8 and comp["choices"][0]["text"]
+        info = c.get("/server_info").json()
+        assert info["internal_states"][0]["avg_spec_accept_length"] >= 1.0
+        metrics = c.get("/metrics").text
+        assert "sglang:spec_accept_length{" in metrics and "sglang:gen_throughput{" in metrics
+        assert c.post("/flush_cache").status_code == 200
+        assert "avg_spec_accept_length" not in c.get("/server_info").json()["internal_states"][0]
+        # bad requests get SGLang-like errors
+        bad = c.post("/generate", content=b"{not json", headers={"content-type": "application/json"})
+        assert bad.status_code == 400 and "error" in bad.json()
+        assert c.post("/generate", json={"sampling_params": {}}).status_code == 400
+        assert c.post("/generate", json={"input_ids": [99999]}).status_code == 400
+        assert c.post("/v1/completions", json={}).json()["object"] == "error"
+        assert c.get("/nope").status_code == 404
+        assert c.get("/generate").status_code == 405
+    assert srv.stop() == 0
+    events = _events(srv.log_text())
+    assert any(isinstance(e, ServerReady) for e in events)
+    assert any(isinstance(e, HttpAccess) and e.path == "/generate" and e.status == 200 for e in events)
+    assert any("adjusted to speculative_num_steps + 1" in getattr(e, "line", "") for e in events)
+    decodes = [e for e in events if isinstance(e, DecodeStats)]
+    assert decodes and all(1.0 <= (d.accept_len or 0) <= 2.0 for d in decodes)
+    assert not any(isinstance(e, Failure) for e in events)
+    assert "Shutting down" in srv.log_text()
+
+
+def test_embed_layer_id_without_patch_fails_like_sglang(sim_server) -> None:
+    srv = sim_server(layer_ids=[-1, 1, 5], wait_ready=False)
+    assert srv.proc.returncode not in (None, 0)
+    failures = [e for e in _events(srv.log_text()) if isinstance(e, Failure)]
+    assert failures and failures[0].kind == "scheduler-exception"
+    assert "TypeError" in failures[0].last_line and "NoneType" in failures[0].last_line
+
+
+def _serve_prompts(srv, n_tokens: int = 48) -> tuple[float, list[dict]]:
+    metas = []
+    with httpx.Client(base_url=srv.base_url, timeout=60) as c:
+        for p in PROMPTS:
+            metas.append(
+                c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": n_tokens}}).json()[
+                    "meta_info"
+                ]
+            )
+    tokens = sum(m["completion_tokens"] for m in metas)
+    verifies = sum(m["spec_verify_ct"] for m in metas)
+    return tokens / verifies, metas
+
+
+@pytest.mark.slow
+def test_trained_wiring_accepts_more_than_default_and_log_matches_meta(sim_server) -> None:
+    default = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                         "--decode-log-interval", "1")  # fmt: skip
+    default_len, default_meta = _serve_prompts(default)
+    ready_at = default.log_text().index("ready to roll")
+    default.stop()
+    fixed = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                       "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                       "--sim-embed-capture-patch", layer_ids=[-1, 1, 5])  # fmt: skip
+    fixed_len, _ = _serve_prompts(fixed)
+    fixed.stop()
+    assert fixed_len >= default_len + 0.3, (fixed_len, default_len)
+    assert "boundaries [0, 2, 6]" in fixed.log_text() and "boundaries [2, 6, 9]" in default.log_text()
+    # one request at a time with decode-log-interval 1: each Decode line is one verify step, so the
+    # log's accept lengths add up to what /generate reported (accepted drafts + one bonus per verify)
+    decodes = [e for e in _events(default.log_text()[ready_at:]) if isinstance(e, DecodeStats)]
+    verify_ct = sum(m["spec_verify_ct"] for m in default_meta)
+    accepted = sum(m["spec_accept_token_num"] for m in default_meta)
+    assert len(decodes) == verify_ct
+    assert sum(d.accept_len for d in decodes) == pytest.approx(verify_ct + accepted)
