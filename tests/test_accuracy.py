@@ -76,3 +76,32 @@ def test_report_round_trip(amini: Mini) -> None:
     assert back.best().name == "training"
     assert d["predicted_accept_len"] == back.best().predicted_accept_len
     assert len(back.result("training").step_accept) == 3
+
+
+def test_target_tail_recovers_the_final_state(tmp_path: Path) -> None:
+    """Running the target's last layers from a stored boundary gives the state the target computed."""
+    import torch
+    from safetensors.torch import save_file
+
+    from eagle3_tui.eagle.accuracy import TargetWeights, _TargetTail
+    from eagle3_tui.sim.target import TargetModel
+
+    torch.manual_seed(0)
+    cfg = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": 40, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+    model = TargetModel(cfg)
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    ids = torch.randint(0, 40, (1, 24))
+    with torch.no_grad():
+        _logits, hs = model(ids)
+    tail, why = _TargetTail.build(TargetWeights(str(tmp_path)), cfg, 2, 5)
+    assert tail is not None and why == ""
+    out = tail.to("cpu")(hs[2][0])
+    assert torch.allclose(out, hs[5][0], atol=1e-4)
+    # MoE-style layers are refused with a reason
+    cut = {k: v for k, v in model.state_dict().items() if "layers.4.mlp.gate_proj" not in k}
+    save_file({k: v.contiguous() for k, v in cut.items()}, str(tmp_path / "model.safetensors"))
+    tail, why = _TargetTail.build(TargetWeights(str(tmp_path)), cfg, 2, 5)
+    assert tail is None and "layer 4 has no model.layers.4.mlp.gate_proj.weight" in why
