@@ -26,8 +26,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "printed, warnings and failures."
         ),
     )
-    p.add_argument("logs", nargs="+", metavar="LOG", help="a log file (plain or gzip), or - for stdin")
+    p.add_argument("logs", nargs="*", metavar="LOG", help="a log file (plain or gzip), or - for stdin")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="replay the bundled sample log (a baseline run and three EAGLE-3 runs, one crashing)",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,6 +61,13 @@ def _open(path: str) -> tuple[IO[bytes], IO[bytes] | None]:
     if buffered.peek(2)[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=buffered, mode="rb"), owned  # type: ignore[return-value]
     return buffered, owned
+
+
+def sample_log_path() -> str:
+    """The bundled sample log (package data)."""
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parent.parent / "samples" / "sglang-eagle3.log")
 
 
 def replay_path(path: str) -> tuple[int, list[RunSummary]]:
@@ -169,9 +181,12 @@ def run(args: argparse.Namespace) -> int:
 
     from eagle3_tui.errors import UserError
 
+    paths = list(args.logs) + ([sample_log_path()] if args.sample else [])
+    if not paths:
+        raise UserError("replay needs a LOG file, - for stdin, or --sample")
     docs: list[dict[str, object]] = []
     errors: list[str] = []
-    for path in args.logs:
+    for path in paths:
         try:
             size, runs = replay_path(path)
         except UserError as err:

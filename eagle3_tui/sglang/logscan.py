@@ -133,7 +133,9 @@ class _Scanner:
         if block.find(b"\x00", start, end) >= 0:  # parse_line rejects lines with NULs: keep its view
             self.slow_range(block, start, end)
             return
-        if not self.result.recognized and _PLAIN_ANY.search(block, start, end):
+        if not self.result.recognized and (
+            _PLAIN_AT.match(block, start, end) or _PLAIN_ANY.search(block, start, end)
+        ):
             self.result.recognized = True
         pos = start
         for s in self._relevant_starts(block, start, end):
@@ -192,6 +194,7 @@ class _Scanner:
 
     def finish(self) -> None:
         for ev in self.reader.flush():
+            self.result.recognized = True  # only failures are held back
             self.sink.event(ev)
 
 

@@ -13,7 +13,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
-__all__ = ["RunPlan", "SynthTruth", "decode_line", "prefill_line", "prefix", "synth_lines", "write_log"]
+__all__ = [
+    "RunPlan",
+    "SynthTruth",
+    "decode_line",
+    "prefill_line",
+    "prefix",
+    "sample_plans",
+    "synth_lines",
+    "write_log",
+]
 
 STYLES = ("0.4.6", "0.5.3", "0.5.4", "0.5.6", "2026")
 
@@ -78,7 +87,7 @@ class RunPlan:
     spec: bool = True
     mean_accept: float = 2.4
     mean_tps: float = 150.0
-    warn_adjusted: bool = True
+    requested_draft_tokens: int | None = None  # as launched; SGLang warns when topk 1 overrides it
     crash: bool = False
     ranks: str = " TP0"
     style: str = "0.5.6"
@@ -102,7 +111,8 @@ def _startup(t: float, plan: RunPlan, ranks: str) -> list[tuple[float, str]]:
     topk = plan.topk if plan.spec else None
     draft = plan.draft_tokens if plan.spec else None
     lines = []
-    if plan.spec and plan.warn_adjusted and plan.topk == 1:
+    requested = plan.requested_draft_tokens
+    if plan.spec and plan.topk == 1 and requested is not None and requested != plan.steps + 1:
         lines.append(
             "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
         )
@@ -169,7 +179,7 @@ def synth_lines(plans: list[RunPlan], *, seed: int = 0, t0: float = 1765274400.0
             elif r < 0.36:
                 forward_ct += 40
                 al = round(min(max(rng.gauss(plan.mean_accept, 0.35), 1.0), plan.steps + 1), 2) if plan.spec else None
-                tps = round(max(rng.gauss(plan.mean_tps, 15.0), 0.5), 2)
+                tps = round(max(rng.gauss(plan.mean_tps, 0.12 * plan.mean_tps), 0.5), 2)
                 if al is not None:
                     als.append(al)
                 tpss.append(tps)
@@ -224,3 +234,29 @@ def write_log(out: TextIO, plans: list[RunPlan], *, seed: int = 0, t0: float = 1
     if buf:
         out.write("\n".join(buf) + "\n")
     return truth
+
+
+def sample_plans() -> list[RunPlan]:
+    """The bundled sample: the seeds' story in four server runs.
+
+    A no-speculation baseline at 90 tok/s; EAGLE-3 with the broken flags (steps 1, draft tokens
+    16 silently adjusted to 2) at 56.8 tok/s, ending in a crash; the steps fix (46.7 tok/s); the
+    wiring fix (54.8 tok/s, accept len up).
+    """
+    return [
+        RunPlan(decode_lines=60, spec=False, mean_tps=90.0),
+        RunPlan(
+            decode_lines=60, steps=1, draft_tokens=2, requested_draft_tokens=16, mean_accept=1.3, mean_tps=56.8, crash=True
+        ),
+        RunPlan(decode_lines=60, steps=3, draft_tokens=4, mean_accept=1.45, mean_tps=46.7),
+        RunPlan(decode_lines=60, steps=3, draft_tokens=4, mean_accept=2.05, mean_tps=54.8),
+    ]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "sample":
+        raise SystemExit("usage: python -m eagle3_tui.sglang.logsynth sample OUT")
+    with open(sys.argv[2], "w", encoding="utf-8", newline="\n") as fh:
+        write_log(fh, sample_plans(), seed=2026)

@@ -108,8 +108,12 @@ class ValueSketch:
         """The summary, or None when nothing was added."""
         if self.n == 0:
             return None
-        scale = (10**self._level) / 100.0
+        unit = 10**self._level
         half = 0.5 if self._level else 0.0
+
+        def value(key: float) -> float:
+            return (key + half) * unit / 100  # divide last: 140 / 100 is exactly the float 1.4
+
         keys = sorted(self._counts)
         ranks = {p: max(1, math.ceil(p * self.n)) for p in (0.1, 0.5, 0.9)}
         found: dict[float, float] = {}
@@ -121,15 +125,15 @@ class ValueSketch:
             cum += k
             for p, r in ranks.items():
                 if p not in found and cum >= r:
-                    found[p] = (key + half) * scale
+                    found[p] = value(key)
         return Dist(
             n=self.n,
-            mean=(total / self.n + half) * scale,
+            mean=value(total / self.n),
             p10=found[0.1],
             p50=found[0.5],
             p90=found[0.9],
-            lo=(keys[0] + half) * scale,
-            hi=(keys[-1] + half) * scale,
+            lo=value(keys[0]),
+            hi=value(keys[-1]),
         )
 
 

@@ -1,0 +1,276 @@
+"""`eagle3-tui replay`: the fast block scanner agrees with parse_line, runs are split right, and the
+command reads plain, gzip and stdin logs and refuses what is not a log."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eagle3_tui.cli import main
+from eagle3_tui.commands.replay import sample_log_path
+from eagle3_tui.sglang.logscan import scan
+from eagle3_tui.sglang.logsynth import RunPlan, sample_plans, write_log
+from eagle3_tui.telemetry.runs import RunSplitter, RunSummary
+
+PLANS = [
+    RunPlan(decode_lines=400, spec=False, mean_tps=90.0, style="0.5.6"),
+    RunPlan(decode_lines=500, steps=1, draft_tokens=2, requested_draft_tokens=16, mean_accept=1.4, crash=True),
+    RunPlan(decode_lines=300, steps=5, draft_tokens=6, mean_accept=2.8, style="2026", ranks=" TP0 EP0"),
+    RunPlan(decode_lines=300, steps=3, draft_tokens=4, mean_accept=2.2, style="0.5.4", ranks=" DP0 TP0"),
+    RunPlan(decode_lines=200, steps=3, draft_tokens=4, mean_accept=2.4, style="0.4.6", ranks=""),
+]
+
+
+@pytest.fixture(scope="module")
+def multirun(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, object]:
+    buf = io.StringIO()
+    truth = write_log(buf, PLANS, seed=7)
+    return buf.getvalue().encode(), truth
+
+
+def _replay(data: bytes, *, fast: bool, block_size: int = 1 << 20) -> list[RunSummary]:
+    sp = RunSplitter()
+    res = scan(io.BytesIO(data), sp, fast=fast, block_size=block_size)
+    assert res.recognized
+    return sp.finish()
+
+
+def test_runs_match_what_was_written(multirun: tuple[bytes, object]) -> None:
+    data, truth = multirun
+    runs = _replay(data, fast=True)
+    assert len(runs) == len(PLANS)
+    assert [r.decode_lines for r in runs] == truth.decode_lines  # type: ignore[attr-defined]
+    for run, lens, tps, plan in zip(runs, truth.accept_lens, truth.tps, PLANS, strict=True):  # type: ignore[attr-defined]
+        assert run.started_by == "server-args" and run.ready_at is not None
+        if plan.spec:
+            assert run.accept_len is not None
+            assert run.accept_len.mean == pytest.approx(statistics.fmean(lens), abs=1e-9)
+            assert run.accept_len.p50 == sorted(lens)[(len(lens) + 1) // 2 - 1]
+            assert run.spec is not None and run.spec["num_steps"] == plan.steps
+            assert run.accept_rate_tool == pytest.approx((statistics.fmean(lens) - 1) / plan.steps)
+        else:
+            assert run.accept_len is None and run.spec == {
+                "algorithm": None, "num_steps": None, "topk": None, "num_draft_tokens": None,
+            }
+        assert run.gen_tps is not None and run.gen_tps.n == len(tps)
+        assert run.gen_tps.mean == pytest.approx(statistics.fmean(tps), abs=0.051)  # 0.1 tok/s bins
+    assert [r.rate_guess.definition if r.rate_guess else None for r in runs] == [
+        None, "bonus-included", "bonus-excluded", "bonus-included", None,
+    ]
+    assert runs[2].rate_guess is not None and runs[2].rate_guess.num_draft_tokens == 6
+    assert [f.kind for f in runs[1].failures] == ["scheduler-exception", "sigquit"]
+    assert runs[1].failures[0].last_line == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert [len(r.warnings) for r in runs] == [0, 1, 0, 0, 0]
+    assert all(r.failures_total == 0 for i, r in enumerate(runs) if i != 1)
+
+
+@pytest.mark.parametrize("block_size", [97, 4096, 65536, 1 << 20])
+def test_fast_path_agrees_with_parse_line(multirun: tuple[bytes, object], block_size: int) -> None:
+    data, _ = multirun
+    assert _replay(data, fast=True, block_size=block_size) == _replay(data, fast=False)
+
+
+MESSY = [
+    "(SGLangEngine pid=952, ip=127.0.0.1) [2025-12-09 10:00:01 TP0] Decode batch, #running-req: 1, #token: 2, "
+    "token usage: 0.00, accept len: 2.50, accept rate: 0.62, cuda graph: True, gen throughput (token/s): 30.00, #queue-req: 0, ",
+    "2025-12-09 10:00:02 INFO 1 [scheduler_metrics_mixin.py:287] Decode batch. #running-req: 1, #token: 2, token usage: 0.00, "
+    "accept len: 3.50, cuda graph: True, gen throughput (token/s): 31.00, #queue-req: 0",
+    "[2025-12-09 10:00:03] Receive: obj=GenerateReqInput(text='Decode batch, accept len: 9.99, gen throughput (token/s): 1.00 WARN')",
+    "[2025-12-09 10:00:03 TP0] Decode batch, #running-req: 1, #token: 2, token usage: 0.00, accept len: nan, "
+    "accept rate: x, cuda graph: True, gen throughput (token/s): -5.00, #queue-req: 0\r",
+    "[2025-12-09 10:00:04 TP0] Decode batch, #running-req: 1, gen throughput (token/s): 12.34, #queue-req: 0",
+    "",
+    "\x00\x00 binary \x00",
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "x.py", line 1, in <module>',
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory.",
+    "[2025-12-09 10:00:05] WARNING:  Invalid HTTP request received.",
+    "[2025-12-09 10:00:06] The server is fired up and ready to roll!",
+]
+
+
+def test_fast_path_agrees_on_messy_lines() -> None:
+    rows = []
+    for i in range(300):
+        rows.append(MESSY[i % len(MESSY)].encode())
+        if i % 50 == 7:
+            rows.append(b"\xff\xfe invalid utf-8 \xc3\x28")
+        if i % 90 == 3:
+            rows.append(b"x" * 300_000)
+    data = b"\n".join(rows) + b"\n"
+    for bs in (333, 8192, 1 << 20):
+        assert _replay(data, fast=True, block_size=bs) == _replay(data, fast=False)
+
+
+LINES = [
+    "[2025-12-09 10:00:{s:02d} TP0] Decode batch, #running-req: 3, #token: 10, token usage: 0.10, accept len: {a:.2f}, "
+    "accept rate: {r:.2f}, cuda graph: True, gen throughput (token/s): {t:.2f}, #queue-req: 0, ",
+    "[2025-12-09 10:00:{s:02d} TP0] Prefill batch, #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.10, "
+    "#running-req: 3, #queue-req: 0, ",
+    '[2025-12-09 10:00:{s:02d}] INFO:     127.0.0.1:4000 - "POST /generate HTTP/1.1" 200 OK',
+    "[2025-12-09 10:00:{s:02d}] server_args=ServerArgs(speculative_algorithm='EAGLE3', speculative_num_steps=3, "
+    "speculative_eagle_topk=1, speculative_num_draft_tokens=4)",
+    "[2025-12-09 10:00:{s:02d}] The server is fired up and ready to roll!",
+    "[2025-12-09 10:00:{s:02d} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "x.py", line {s}, in f',
+    "RuntimeError: boom {s}",
+    "[2025-12-09 10:00:{s:02d}] Max running requests is reset to 48 for speculative decoding.",
+    "[2025-12-09 10:00:{s:02d}] Receive: obj=GenerateReqInput(rid='{s}')",
+    "[2025-12-09 10:00:{s:02d}] Cache flushed successfully!",
+    "garbage {s} \x00 \udcff",
+    "",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, len(LINES) - 1), st.integers(0, 59), st.floats(1, 4), st.floats(0.5, 300)), max_size=120),
+    st.integers(16, 2048),
+)
+def test_fast_equals_slow_on_shuffled_log_lines(rows: list[tuple[int, int, float, float]], block_size: int) -> None:
+    text = "\n".join(LINES[i].format(s=s, a=a, r=a / 4, t=t) for i, s, a, t in rows)
+    data = text.encode("utf-8", "surrogateescape")
+    fast, slow = RunSplitter(), RunSplitter()
+    rf = scan(io.BytesIO(data), fast, fast=True, block_size=block_size)
+    rs = scan(io.BytesIO(data), slow, fast=False, block_size=block_size)
+    assert rf.recognized == rs.recognized
+    assert fast.finish() == slow.finish()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=3000), st.integers(1, 512))
+def test_scan_never_raises_on_random_bytes(data: bytes, block_size: int) -> None:
+    for fast in (True, False):
+        sp = RunSplitter()
+        scan(io.BytesIO(data), sp, fast=fast, block_size=block_size)
+        sp.finish()
+
+
+@pytest.mark.timeout(60)
+def test_adversarial_long_lines_do_not_hang() -> None:
+    head = b"[2025-12-09 10:00:00 TP0] Decode batch, "
+    lines = [
+        head + b"accept len: 1, " * 50_000,  # a plain-looking decode line of 750 KB
+        b"x" * 3_000_000,  # over MAX_LONG_LINE: dropped unread
+        head + b"gen throughput (token/s): " * 30_000,
+        b"[" * 500_000,
+    ]
+    data = b"\n".join(lines) + b"\n" + LINES[0].format(s=1, a=2, r=0.5, t=10).encode() + b"\n"
+    runs = _replay(data, fast=True, block_size=1 << 16)
+    assert runs[-1].decode_lines >= 1
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_bytes() -> bytes:
+    return Path(sample_log_path()).read_bytes()
+
+
+def test_bundled_sample_is_the_reproducible_story(sample_bytes: bytes) -> None:
+    buf = io.StringIO()
+    write_log(buf, sample_plans(), seed=2026)
+    assert buf.getvalue().encode() == sample_bytes
+
+
+def test_replay_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--sample"]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs" in out and out.count("\nrun ") == 4
+    assert "speculation   off" in out
+    assert "speculation   EAGLE3  steps 1  topk 1  draft tokens 2" in out
+    assert "1× speculative_num_draft_tokens is adjusted" in out
+    assert "scheduler-exception: RuntimeError: CUDA error: an illegal memory access was encountered" in out
+    assert "accept len    mean " in out and "gen tok/s     mean " in out and " p10 " in out and " median " in out
+    assert "SGLang rate   accept len / num_draft_tokens" in out
+    assert "tool rate     " in out
+
+
+def test_replay_json_plain_and_gzip(tmp_path: Path, sample_bytes: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "server.log"
+    plain.write_bytes(sample_bytes)
+    gz = tmp_path / "server.log.1"  # compressed, without a .gz name: found by its magic bytes
+    gz.write_bytes(gzip.compress(sample_bytes))
+    assert main(["replay", "--json", str(plain), str(gz)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["errors"] == []
+    a, b = doc["logs"]
+    assert a["runs"] == b["runs"] and a["bytes"] == b["bytes"] == len(sample_bytes)
+    runs = a["runs"]
+    assert [r["decode_lines"] for r in runs] == [60, 60, 60, 60]
+    assert runs[0]["accept_len"] is None and runs[0]["gen_tps"]["n"] == 60
+    assert runs[1]["rate_guess"]["definition"] == "bonus-included" and runs[1]["spec"]["num_draft_tokens"] == 2
+    assert runs[1]["failures"][0]["kind"] == "scheduler-exception"
+    assert runs[1]["warnings"][0]["count"] == 1
+    assert set(runs[3]["accept_len"]) == {"n", "mean", "p10", "p50", "p90", "lo", "hi"}
+    assert runs[3]["start_clock"] == "2025-12-09 10:02:32" and runs[3]["span_s"] > 0
+    assert runs[3]["accept_len"]["mean"] > runs[2]["accept_len"]["mean"]  # the wiring fix shows
+
+
+def test_replay_stdin_plain_and_gzip(
+    monkeypatch: pytest.MonkeyPatch, sample_bytes: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for data in (sample_bytes, gzip.compress(sample_bytes)):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        assert main(["replay", "--json", "-"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["logs"][0]["path"] == "-" and len(doc["logs"][0]["runs"]) == 4
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"hello\nthis is a README, not a server log\n" * 50, "does not look like an SGLang server log"),
+        (bytes(range(256)) * 100, "does not look like an SGLang server log"),
+        (gzip.compress(b"plain words\n")[:-8] + b"\0" * 8, "broken gzip data"),
+    ],
+    ids=["empty", "text", "binary", "bad-gzip"],
+)
+def test_not_a_log_is_one_line_and_non_zero(
+    tmp_path: Path, content: bytes, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "thing"
+    f.write_bytes(content)
+    assert main(["replay", str(f)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err.count("\n") == 1 and cap.err.startswith("eagle3-tui: ") and message in cap.err
+
+
+def test_missing_file_directory_and_partial_success(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "nope.log")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["replay", "--sample", str(tmp_path / "nope.log")]) == 2  # the good one is still reported
+    cap = capsys.readouterr()
+    assert "4 runs" in cap.out and cap.err.count("\n") == 1
+    assert main(["replay"]) == 2
+    assert "needs a LOG file" in capsys.readouterr().err
+
+
+def test_console_script_reads_a_pipe_and_imports_nothing_heavy(sample_bytes: bytes) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "eagle3_tui", "replay", "-"], input=gzip.compress(sample_bytes), capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b"4 runs" in proc.stdout
+    probe = (
+        "import sys, eagle3_tui.cli as c; c.build_parser(); import eagle3_tui.commands.replay as r; "
+        "r.replay_path(r.sample_log_path()); "
+        "print(sorted(m for m in ('torch', 'textual', 'safetensors', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
