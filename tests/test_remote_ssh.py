@@ -259,3 +259,46 @@ async def test_follow_without_python_on_the_host_polls_over_sftp(ssh_host_factor
     async with host.follow(str(log), cursor) as fol:
         lines, kinds = await take(fol, "c1")
     assert lines == ["b2", "b3-late", "c1"] and kinds == ["rotated"]
+
+
+def _ps_args() -> list[str]:
+    import subprocess
+
+    return subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+async def test_stream_process_ends_when_the_connection_drops(sshd: SshdServer, ssh_host_factory: Any) -> None:
+    import sys
+    import uuid
+
+    host = await ssh_host_factory()
+    token = uuid.uuid4().hex
+    sleeper = "import time; print('up', flush=True); time.sleep(300)"
+    async with host.stream([sys.executable, "-c", sleeper, token]) as s:
+        assert await asyncio.wait_for(s.__anext__(), 20) == "up"
+        assert any(token in a for a in _ps_args())
+        assert sshd.kill_connection(host.local_port)
+        with pytest.raises(ConnectionLost):
+            await asyncio.wait_for(s.__anext__(), 20)
+    for _ in range(100):
+        if not any(token in a for a in _ps_args()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(token in a for a in _ps_args())
+
+
+async def test_detached_group_survives_disconnect_and_is_stopped_later(sshd: SshdServer, ssh_host_factory: Any, tmp_path: Path) -> None:
+    import sys
+
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(300)\n"
+    host = await ssh_host_factory()
+    log = tmp_path / "srv.log"
+    pgid = await host.spawn_detached([sys.executable, "-u", "-c", stubborn], cwd=str(tmp_path), log_path=str(log))
+    sshd.kill_connection(host.local_port)  # the connection that started it is gone ...
+    await host.close()  # ... and so is the client
+    await asyncio.sleep(0.3)
+    other = await ssh_host_factory()
+    assert [p.pid for p in await other.processes() if p.pgid == pgid] == [pgid]  # still running
+    assert "ready" in log.read_text()
+    assert await other.stop_group(pgid, grace=0.3) == "killed"
+    assert not [p for p in await other.processes() if p.pgid == pgid]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import posixpath
 import secrets
 import shlex
@@ -42,6 +43,10 @@ from eagle3_tui.remote.errors import (
 from eagle3_tui.remote.host import ConnState, FileStat, Host, RunResult, WriteResult
 from eagle3_tui.remote.local import changed_message
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
+
+# asyncssh logs connection failures; with no handler configured Python would print warnings to
+# stderr, straight over the terminal UI. They still propagate to handlers the app installs.
+logging.getLogger("asyncssh").addHandler(logging.NullHandler())
 
 _TRANSIENT = (OSError, asyncssh.Error, asyncio.TimeoutError, TimeoutError, EOFError)
 _LOST = (
