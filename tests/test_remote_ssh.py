@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 from pathlib import Path
@@ -302,3 +303,25 @@ async def test_detached_group_survives_disconnect_and_is_stopped_later(sshd: Ssh
     assert "ready" in log.read_text()
     assert await other.stop_group(pgid, grace=0.3) == "killed"
     assert not [p for p in await other.processes() if p.pgid == pgid]
+
+
+async def test_keepalive_detects_a_silent_connection_and_reconnects(sshd: SshdServer, ssh_host_factory: Any) -> None:
+    """The server stops answering without closing TCP (a black hole): only keepalives notice."""
+    import os
+    import signal
+
+    host = await ssh_host_factory(keepalive_interval=0.3, keepalive_count_max=2)
+    states: list[str] = []
+    host.add_state_listener(lambda s: states.append(s.kind))
+    gen = host.generation
+    frozen = sshd.kill_connection(host.local_port, signal.SIGSTOP)
+    assert frozen
+    try:
+        res = await host.run(["echo", "alive"], timeout=30)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert res.stdout == "alive\n"
+    assert host.generation == gen + 1
+    assert "reconnecting" in states

@@ -8,9 +8,9 @@ Fixtures (imported by tests/conftest.py, so every test can use them by name):
   ("127.0.0.1"), `port`, `user` (whoever runs the tests; root here and in CI), `dir`, `host_key`,
   `client_key` (private key path; `.pub` beside it), `known_hosts`, `ssh_config` (file path),
   `alias` ("eagle3-test-sshd"), `pid` (the listener), `log_path`. Methods: `stop()` (listener and
-  every connection it serves), `start()` (same port, keys and config), `kill_connection(local_port)`
-  (SIGKILL the sshd process serving the client whose local TCP port is given: how tests cut a
-  connection from the server side), `kill_connections()` (all of them), `connect_kwargs()` (plain
+  every connection it serves), `start()` (same port, keys and config), `kill_connection(local_port,
+  sig=SIGKILL)` (signal the sshd process serving the client whose local TCP port is given: how
+  tests cut a connection from the server side; SIGSTOP makes a black hole), `kill_connections()` (all of them), `connect_kwargs()` (plain
   asyncssh.connect keywords, no config file), `log_text()`.
 - `sshd_bastion` (session): a second sshd used as a ProxyJump bastion; `.ssh_config` defines
   `eagle3-test-bastion` and `eagle3-test-via-bastion` (the `sshd` target reached through it, with
@@ -190,8 +190,10 @@ class SshdServer:
                     out.append(pid)
         return out
 
-    def kill_connection(self, local_port: int) -> list[int]:
-        """SIGKILL the sshd process(es) serving the client at 127.0.0.1:`local_port`; their pids."""
+    def kill_connection(self, local_port: int, sig: int = signal.SIGKILL) -> list[int]:
+        """Signal (default SIGKILL) the sshd process(es) serving the client at
+        127.0.0.1:`local_port`; returns their pids. SIGSTOP makes a silent black hole (the TCP
+        connection stays up, nothing answers): SIGKILL those pids afterwards."""
         inodes = set()
         for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             with contextlib.suppress(OSError):
@@ -209,7 +211,7 @@ class SshdServer:
                     victims.append(pid)
         for pid in victims:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
         return victims
 
     @staticmethod
