@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         header = ck.read_header(str(draft))
         tensors = accuracy._load_draft(header)
         embed = accuracy.TargetWeights(str(target)).get("model.embed_tokens.weight")
+        if device.type != "cpu":
+            accuracy._device_safe_rope(accuracy._drafter_module())
         model = accuracy._build_drafter(header.config, tensors, embed, None).to(device=device, dtype=dtype)
         model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
         model.d2t = model.d2t.to(device)
