@@ -608,8 +608,9 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
             outs = model.chain_forward(ids, aux, steps)
-            preds = [model.to_target_ids(o.argmax(-1)) for o in outs]
+            # step 0's top-1 is the first of its top-5 (one selection pass instead of two)
             top5 = model.to_target_ids(outs[0].topk(min(5, outs[0].shape[-1]), dim=-1).indices)
+            preds = [top5[..., 0]] + [model.to_target_ids(o.argmax(-1)) for o in outs[1:]]
             if device.type == "cuda":
                 torch.cuda.synchronize()
             fwd_s += time.perf_counter() - t0
