@@ -103,10 +103,12 @@ async def run_check(
     one-sentence message in a `UserError`.
     """
     py = python or host.python
-    if "slot_boundaries" in options:  # the profile's name for the data's slot boundaries
-        sb = options.pop("slot_boundaries")
-        if options.get("data_slots") is None:
-            options["data_slots"] = sb
+    # the profile's names: slot_boundaries (the data's slot boundaries), target_path (the target model dir)
+    for alias, name in (("slot_boundaries", "data_slots"), ("target_path", "target")):
+        if alias in options:
+            value = options.pop(alias)
+            if options.get(name) is None:
+                options[name] = value
     pre = await host.run([py, "-c", _PRECHECK], timeout=120)
     if pre.exit_code != 0 or not pre.stdout.startswith(("OK", "MISSING")):
         why = (pre.stderr or pre.stdout).strip().splitlines()[-1:] or [f"exit {pre.exit_code}"]

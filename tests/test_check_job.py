@@ -49,12 +49,12 @@ async def test_local_job_matches_in_process(jmini: Mini) -> None:
     before = _leftovers()
     events: list = []
     host = LocalHost()
-    rep = await checkjob.run_check(host, draft_dir=str(jmini.draft), data_glob=jmini.v1, target=str(jmini.target),
-                                   steps=2, threads=1, slot_boundaries=(0, 3, 6, 9), on_event=events.append)
-    ref = run_check(CheckOptions(str(jmini.draft), jmini.v1, str(jmini.target), steps=2, data_slots=[0, 3, 6, 9]))
+    rep = await checkjob.run_check(host, draft_dir=str(jmini.draft), data_glob=jmini.v1, target_path=str(jmini.target),
+                                   steps=2, threads=1, slot_boundaries=(0, 2, 6, 9), on_event=events.append)
+    ref = run_check(CheckOptions(str(jmini.draft), jmini.v1, str(jmini.target), steps=2, data_slots=[0, 2, 6, 9]))
     assert [(w.name, w.top1, w.step_accept, w.boundaries) for w in rep.wirings] == \
         [(w.name, w.top1, w.step_accept, w.boundaries) for w in ref.wirings]
-    assert rep.result("training").top1 == 1.0
+    assert rep.result("training").top1 == 1.0 and rep.slot_boundaries == [0, 2, 6, 9]
     progress = [e for e in events if e.event == "progress"]
     assert progress and progress[-1].done == progress[-1].total and progress[0].eta_s is not None
     assert _leftovers() == before
