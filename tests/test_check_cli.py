@@ -204,3 +204,18 @@ def test_q_proj_shape_says_findings_before_failing(cmini: Mini, tmp_path: Path,
     assert "cannot run the draft in" in msg and "midlayer.self_attn.q_proj.weight is [16, 16]" in msg
     assert "the attention input is the concatenation of the normed embedding and the normed hidden state, " \
         "2 x 16 = 32, but this tensor takes 16" in msg
+
+
+def test_paths_from_the_profile(cmini: Mini, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(
+        '["box"]\nlocal = true\n'
+        f'draft_path = "{cmini.draft}"\ntarget_path = "{cmini.target}"\ndata_glob = "{cmini.st}"\n'
+        "data_slots = [0, 2, 6, 9]\n"
+    )
+    rc = cli(["check", "--profile", str(hosts), "--host", "box", "--json", "--threads", "1", "--steps", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["layout"] == "speculators" and data["slot_boundaries"] == [0, 2, 6, 9]
+    assert data["wirings"][1]["name"] == "serving default" and data["wirings"][1]["boundaries"] == [2, 6, 9]
+    msg = run_bad(["check", "--data", cmini.v1], capsys)
+    assert msg == "eagle3-tui: no draft given: use --draft DIR (or draft_path in the host's profile)"
