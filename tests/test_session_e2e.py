@@ -1,0 +1,218 @@
+"""End to end against the real sim server, through LocalHost and through the real sshd fixture.
+
+The story of the seeds on the demo world: started with `--speculative-num-steps 1
+--speculative-num-draft-tokens 16 --speculative-eagle-topk 1` and no layer-id key, the doctor
+reports `steps-override` and `wiring-mismatch` with evidence; the `train-[:-1]` preset and a
+restart raise the measured accept length and the ledger shows both runs; a preset that makes the
+server fail ends in `failed` with the log tail, and rollbacks restore the launch command and the
+draft config byte for byte with a healthy server; a second restart while one runs is refused;
+read-only refuses. Benchmarks are tiny (CPU is scarce); no wall-clock thresholds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.errors import UserError
+from eagle3_tui.profile import Preset, Profile, demo_profile
+from eagle3_tui.session import ReadOnlyError, RestartFailed, RestartProgress, Session
+
+pytestmark = pytest.mark.slow
+
+BENCH = {"num_prompts": 4, "concurrency": 2, "max_tokens": 24}
+DROP_PATCH = Preset("drop-patch", "flags", flags={"sim-embed-capture-patch": None},
+                    description="the server without the embed-capture patch")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sha(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def ledger_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "data"
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(d))
+    return d
+
+
+async def _story(session: Session, world, *, full: bool) -> None:
+    events: list = []
+    session.add_listener(events.append)
+    await session.attach()
+    assert session.server.state == "stopped", "nothing runs on the fresh port yet"
+    await session.start_server()
+    s = session.server
+    assert s.state == "ready" and s.pgid
+    # SGLang's rule: topk 1 forces draft tokens = steps + 1 = 2
+    assert (s.steps, s.topk, s.draft_tokens, s.requested_draft_tokens) == (1, 1, 2, 16)
+    assert s.layer_ids is None and s.active_preset == "sglang-default"
+
+    # --- a second session with only the port discovers the server from the process table
+    bare = Profile(name=session.profile.name + "-bare", local=session.profile.local, port=s.port,
+                   state_dir=str(Path(session.profile.local_state_dir()).parent / "bare"))
+    other = Session(bare, host=session.host)
+    try:
+        await other.attach()
+        o = other.server
+        assert o.pid == s.pgid and o.state == "ready" and o.argv == s.argv
+        assert o.log_path == session.profile.log_path  # what the server's stdout points to in /proc
+        assert (o.steps, o.draft_tokens) == (1, 2)
+    finally:
+        await other.close()
+
+    if full:
+        await _headless_commands(session, world)
+
+    # --- the doctor, with evidence
+    by_id = {f.rule_id: f for f in await session.refresh_findings()}
+    assert "steps-override" in by_id and "wiring-mismatch" in by_id, sorted(by_id)
+    steps_ev = " ".join(e.detail for e in by_id["steps-override"].evidence)
+    assert "--speculative-num-steps 1" in steps_ev and "--speculative-num-draft-tokens 16" in steps_ev
+    wiring = by_id["wiring-mismatch"]
+    trained = format_boundaries(world.slot_boundaries[:-1])
+    assert trained in wiring.title and any(session.target.draft_config_path in e.source or "config" in e.source
+                                           for e in wiring.evidence)
+
+    # --- measured before
+    before = await session.benchmark(**BENCH)
+    assert before.ok == BENCH["num_prompts"] and before.accept_len is not None
+
+    # --- train-[:-1], and a second restart while it runs is refused
+    config = session.target.draft_config_path
+    original = Path(config).read_bytes() if session.profile.local else None
+    plan = await session.plan_apply("train-[:-1]")
+    assert plan.ok, plan.problems
+    assert "eagle_aux_hidden_state_layer_ids" in plan.diff
+    task = asyncio.ensure_future(session.apply(plan))
+    await asyncio.sleep(0)
+    with pytest.raises(UserError, match="already running"):
+        await session.restart()
+    await task
+    assert session.server.state == "ready"
+    assert session.server.boundaries == tuple(world.slot_boundaries[:-1])
+    assert session.server.active_preset == "train-[:-1]"
+    assert "wiring-mismatch" not in {f.rule_id for f in session.findings}
+    after = await session.benchmark(**BENCH)
+    assert after.accept_len > before.accept_len, (before.accept_len, after.accept_len)
+
+    rows = [r for r in session.ledger_rows() if r.kind == "benchmark"]
+    assert len(rows) == 2
+    assert rows[0].config["layer_ids"] is None and rows[1].config["layer_ids"] == list(plan.preset.layer_ids)
+    assert rows[1].accept_len > rows[0].accept_len
+    kinds = [r.kind for r in session.ledger_rows()]
+    assert "preset" in kinds and kinds.count("restart") >= 2
+    phases = [e.phase for e in events if isinstance(e, RestartProgress)]
+    assert {"stopping", "port", "launching", "loading", "ready"} <= set(phases)
+
+    if not full:
+        return
+
+    # --- a preset that makes the server fail: -1 ids without the embed-capture patch
+    session.profile.presets.append(DROP_PATCH)
+    argv_before = session.server.argv
+    bad = await session.plan_apply("drop-patch")
+    assert bad.ok and "--sim-embed-capture-patch" in bad.diff
+    with pytest.raises(RestartFailed):
+        await session.apply(bad)
+    failed = session.server
+    assert failed.state == "failed"
+    assert failed.log_tail and len(failed.log_tail) <= 40
+    assert failed.message
+    assert "--sim-embed-capture-patch" not in failed.argv
+
+    # --- rollback: the launch command comes back exactly, the server is healthy
+    await session.rollback()
+    assert session.server.state == "ready" and session.server.argv == argv_before
+    c = await session.client()
+    assert await c.health()
+    # --- rollback again: the draft config comes back byte for byte (the original: no layer-id key)
+    await session.rollback()
+    assert session.server.state == "ready" and session.server.layer_ids is None
+    if original is not None:
+        assert Path(config).read_bytes() == original
+    else:
+        assert await session.host.read_bytes(config) == plan.before.encode()
+    with pytest.raises(UserError, match="nothing to roll back"):
+        await session.rollback()
+
+
+async def _headless_commands(session: Session, world) -> None:
+    """`eagle3-tui doctor --json`, `watch --no-ui`, `bench` against the running server (own event loops)."""
+    import contextlib
+    import io
+    import json
+
+    from tests.test_hostcmds import run
+
+    prof = Path(session.profile.local_state_dir()).parent / "hosts.toml"
+    prof.write_text(f'[localhost]\ndata_slots = {list(world.slot_boundaries)}\n'
+                    f'state_dir = "{prof.parent / "cli"}"\n')
+    base = ["--local", "--profile", str(prof), "--port", str(session.server.port)]
+
+    def cli(argv: list[str]) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert run(argv) == 0
+        return out.getvalue()
+
+    doc = json.loads(await asyncio.to_thread(cli, ["doctor", "--json", *base]))
+    ids = {f["rule_id"] for f in doc["findings"]}
+    assert {"steps-override", "wiring-mismatch"} <= ids and doc["server"]["draft_tokens"] == 2
+    watch = await asyncio.to_thread(cli, ["watch", "--no-ui", "--count", "1", "--duration", "60", *base])
+    assert "accept len" in watch.splitlines()[-1]
+    bench = await asyncio.to_thread(cli, ["bench", "-n", "2", "-c", "1", "--max-tokens", "8", *base])
+    assert "2/2 requests ok" in bench and "output tok/s" in bench
+
+
+async def _stop(session: Session) -> None:
+    try:
+        if session.server.pgid and not session.restarting:
+            await session.stop_server()
+    finally:
+        await session.close()
+
+
+async def test_story_through_localhost(demo_world, tmp_path, ledger_dir):
+    profile = demo_profile(demo_world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile.demo = False  # behave like a real host profile (read-only would refuse starting it)
+    session = Session(profile)
+    try:
+        await _story(session, demo_world, full=True)
+    finally:
+        await _stop(session)
+    # read-only refuses every change, before touching anything
+    ro = Session(profile, readonly=True)
+    try:
+        await ro.attach()
+        plan = await ro.plan_apply("train-[:-1]")
+        for call in (lambda: ro.apply(plan), ro.restart, ro.rollback, ro.start_server, ro.stop_server):
+            with pytest.raises(ReadOnlyError, match="read-only"):
+                await call()
+    finally:
+        await ro.close()
+
+
+async def test_story_through_ssh(demo_world, tmp_path, ledger_dir, ssh_host):
+    profile = demo_profile(demo_world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile.local = False
+    profile.demo = False
+    profile.name = "ssh-demo"
+    session = Session(profile, host=ssh_host)
+    try:
+        assert session.conn.kind == "connecting"
+        await _story(session, demo_world, full=False)
+        assert session.conn.kind == "connected"
+    finally:
+        await _stop(session)
