@@ -155,3 +155,25 @@ def test_bounded_sample_and_user_wiring(mini: Mini) -> None:
     assert by["h:0,6,9"].slots == [0, 2, 3] and by["h:0,6,9"].top1 < 1.0
     assert len(by["training"].step_accept) == 1
     assert by["h:0,3,6"].top1 is None and "no slot for boundary 3" in by["h:0,3,6"].note
+
+
+def test_four_aux_fc_is_a_finding_and_still_measured(mini: Mini, tmp_path: Path) -> None:
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from eagle3_tui.eagle.accuracy import CheckOptions, run_check
+
+    d = tmp_path / "draft4"
+    shutil.copytree(mini.draft, d)
+    t = load_file(str(d / "model.safetensors"))
+    t["fc.weight"] = torch.cat([t["fc.weight"], torch.zeros(H, H)], dim=1)  # a 4th aux state, weighted 0
+    save_file(t, str(d / "model.safetensors"))
+    rep = run_check(CheckOptions(str(d), mini.v1, str(mini.target), steps=1, data_slots=[0, 2, 6, 9]))
+    [fc] = [f for f in rep.findings if f["kind"] == "fc-width"]
+    assert "takes 64 inputs but the draft is fed 3 aux states x target hidden 16 = 48" in fc["message"]
+    assert rep.num_aux == 4
+    tr = rep.result("training")
+    assert tr.slots == [0, 1, 2, 3] and tr.top1 == 1.0  # the zero-weighted 4th slot changes nothing
+    assert any("trainer feeds 3 slots but the draft's fc takes 4" in n for n in rep.notes)

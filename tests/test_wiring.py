@@ -101,3 +101,10 @@ def test_too_few_slots() -> None:
 def test_format_boundaries() -> None:
     assert w.format_boundaries((0, 3, 31)) == "embed, h3, h31"
     assert w.format_boundaries(None) == "?"
+
+
+def test_wiring_with_the_wrong_count_is_named_not_run() -> None:
+    ws = w.candidate_wirings(num_slots=4, num_aux=4, slot_boundaries=(0, 2, 6, 9), num_layers=12)
+    by = {x.name: x for x in ws}
+    assert by["training"].slots == (0, 1, 2, 3)
+    assert by["serving default"].slots == () and "feeds 3 hidden states but the draft's fc takes 4" in by["serving default"].note

@@ -247,7 +247,8 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
     else:
         num_aux = ids_from_cfg or 3
     report.num_aux = num_aux
-    issues = ck.check_tensors(cfg, header.tensors, target_hidden_size=ht, num_aux=ids_from_cfg or num_aux)
+    # SGLang sizes fc from the config ids (3 without them), whatever the checkpoint holds
+    issues = ck.check_tensors(cfg, header.tensors, target_hidden_size=ht, num_aux=ids_from_cfg or 3)
     report.findings = [i.to_dict() for i in issues]
     emit({"event": "findings", "findings": report.findings, "summary": ck.summarize(issues)})
     if fc is not None and len(fc.shape) == 2 and fc.shape[1] % ht:

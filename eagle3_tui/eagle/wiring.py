@@ -235,7 +235,13 @@ def candidate_wirings(
     for spec in extra:
         out.append(parse_wiring(spec, num_slots=num_slots, num_aux=a, slot_boundaries=slot_boundaries,
                                 num_layers=num_layers, config_ids=config_ids, config_ids_read=config_ids_read))
-    return out
+    fitted = []
+    for w in out:
+        n = len(w.boundaries) if w.boundaries is not None else len(w.slots)
+        if n != a and (w.slots or w.boundaries is not None):
+            w = Wiring(w.name, w.boundaries, (), f"it feeds {n} hidden states but the draft's fc takes {a}", w.source)
+        fitted.append(w)
+    return fitted
 
 
 def parse_wiring(
