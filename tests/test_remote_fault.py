@@ -54,7 +54,6 @@ async def test_exactly_once_through_kills_and_rotations(sshd: SshdServer, ssh_ho
     done = threading.Event()
 
     async def consume() -> None:
-        last_kill_gen = -1
         async with host.follow(str(log), start="begin") as fol:
             async for item in fol:
                 if isinstance(item, FollowEvent):
@@ -66,16 +65,24 @@ async def test_exactly_once_through_kills_and_rotations(sshd: SshdServer, ssh_ho
                 got.extend(item.lines)
                 if len(got) >= TOTAL:
                     return
-                if kill_at and len(got) >= kill_at[0] and host.generation != last_kill_gen and host.local_port:
-                    if sshd.kill_connection(host.local_port):
-                        kills.append(len(got))
-                        kill_at.pop(0)
-                        last_kill_gen = host.generation
+
+    async def killer() -> None:
+        """Cut the connection once the count passes each mark (at most once per connection)."""
+        last_kill_gen = -1
+        while kill_at:
+            if len(got) >= kill_at[0] and host.generation != last_kill_gen and host.local_port:
+                if sshd.kill_connection(host.local_port):
+                    kills.append(len(got))
+                    kill_at.pop(0)
+                    last_kill_gen = host.generation
+            await asyncio.sleep(0.002)
 
     writer = threading.Thread(target=_writer, args=(log, rotate_at, done), daemon=True)
+    kill_task = asyncio.ensure_future(killer())
     try:
         await asyncio.wait_for(consume(), 180)
     finally:
+        kill_task.cancel()
         done.wait(30)
     assert len(kills) == KILLS, f"seed {seed}: only {len(kills)} kills landed"
     for _ in range(400):  # the last kill may land after the final line was already on its way
