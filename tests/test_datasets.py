@@ -118,3 +118,13 @@ def test_bad_files(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("hi")
     with pytest.raises(BadInput, match="not a known training-data file"):
         dsm.load(str(tmp_path / "x.txt"))
+
+
+def test_legacy_torch_save_format(tmp_path: Path) -> None:
+    import torch
+
+    ids, mask, slots = _sample()
+    torch.save({"input_ids": ids, "loss_mask": mask, "hidden_states": slots}, tmp_path / "data_0.pt",
+               _use_new_zipfile_serialization=False)
+    d = dsm.load(str(tmp_path / "*.pt"))
+    assert d.num_slots == 4 and torch.equal(d.samples[0].slots[2], slots[2])

@@ -113,7 +113,10 @@ def _torch_load(path: str) -> Any:
             with gzip.open(path, "rb") as f:
                 buf = io.BytesIO(f.read())
             return torch.load(buf, map_location="cpu", weights_only=True)
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # the legacy (non-zip) format cannot be memory-mapped
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a broken file
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"{path} could not be read as a torch.save file ({text[:160]})") from None
