@@ -38,7 +38,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _open(path: str) -> tuple[IO[bytes], IO[bytes] | None]:
     """The byte stream to read (gunzipped when it starts with the gzip magic) and what to close."""
-    import gzip
     import io
     import sys
 
@@ -59,6 +58,8 @@ def _open(path: str) -> tuple[IO[bytes], IO[bytes] | None]:
         owned = raw
     buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
     if buffered.peek(2)[:2] == b"\x1f\x8b":
+        import gzip
+
         return gzip.GzipFile(fileobj=buffered, mode="rb"), owned  # type: ignore[return-value]
     return buffered, owned
 
@@ -72,7 +73,6 @@ def sample_log_path() -> str:
 
 def replay_path(path: str) -> tuple[int, list[RunSummary]]:
     """(bytes read, runs) of one log; `UserError` when it cannot be read or is not a log."""
-    import gzip
     import zlib
 
     from eagle3_tui.errors import UserError
@@ -84,9 +84,11 @@ def replay_path(path: str) -> tuple[int, list[RunSummary]]:
     splitter = RunSplitter()
     try:
         result = scan(stream, splitter)
-    except (gzip.BadGzipFile, zlib.error, EOFError) as err:
+    except (zlib.error, EOFError) as err:
         raise UserError(f"{name}: broken gzip data ({err})") from None
     except OSError as err:
+        if type(err).__name__ == "BadGzipFile":
+            raise UserError(f"{name}: broken gzip data ({err})") from None
         raise UserError(f"{name}: read failed ({err.strerror or err})") from None
     finally:
         if owned is not None:

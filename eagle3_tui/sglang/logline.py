@@ -17,7 +17,6 @@ the absolute value is off by the host's UTC offset.
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -199,6 +198,16 @@ _UVICORN_LEVEL = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _day_cache: dict[str, int] = {}
 
 
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm; no imports)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
 def epoch_of(day: str, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
     """Seconds since the epoch of a printed date and time, read as UTC; None if it is no date."""
     base = _day_cache.get(day)
@@ -207,8 +216,8 @@ def epoch_of(day: str, hh: str, mm: str, ss: str, frac: str | None) -> float | N
             y, mo, d = int(day[0:4]), int(day[5:7]), int(day[8:10])
             if not (1 <= mo <= 12 and 1 <= d <= 31):
                 return None
-            base = calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0))
-        except (ValueError, OverflowError):
+            base = _days_from_civil(y, mo, d) * 86400
+        except ValueError:
             return None
         if len(_day_cache) > 4096:
             _day_cache.clear()

@@ -1,18 +1,21 @@
 """Reading a whole log file fast (replay), with the same meaning as `parse_line`.
 
 A Python regex per line reads about 2 M lines/s; `grep` reads 15 M (research/perf_anchors.md).
-So the fast path works on 1 MiB blocks with a few C-level passes:
+So the fast path works on 256 KiB blocks with a few C-level passes:
 
-1. one `finditer` finds the lines that are *not* plain SGLang stat or access lines
-   (`[date time RANKS] Decode batch…`, `… Prefill batch…`, `… INFO:     client - "…`);
+1. one `findall` finds the lines that are *not* plain SGLang stat or access lines
+   (`[date time RANKS] Decode b…`, `… Prefill b…`, `… INFO: …`);
 2. those odd lines are checked at once for the byte strings (`KEY_NEEDLES`) that every line
    `parse_line` would turn into a decode, readiness, start, failure or warning event holds;
    the rare ones that do are fed, in order, through `LogReader` (with the traceback that follows
    a failure), and the stretches between them are read in bulk;
-3. in a stretch, decode lines are counted and their `accept len`, `accept rate` and
-   `gen throughput` values pulled out with `findall`, and handed to the sink as printed texts.
+3. in a stretch, `findall` pulls out every `gen throughput` value (one per decode line: their
+   number is the decode line count) and every `accept len` value, handed to the sink as printed
+   texts; the first (accept len, accept rate) pairs of a run are taken too.
 
-`fast=False` feeds every line through `LogReader`: the reference the fast path is tested against.
+`fast=False` feeds every line through `LogReader`: the reference the fast path is tested against
+(tests/test_replay.py). The two agree on anything SGLang writes; they can differ only on lines
+built to look like a stat line and not be one (e.g. `[a 19-char bracket] Decode batchy ...`).
 Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
 """
 
@@ -28,28 +31,24 @@ from eagle3_tui.sglang.logline import KEY_NEEDLES, LogEvent, LogReader, Other, e
 
 __all__ = ["ScanResult", "ScanSink", "scan"]
 
-BLOCK_SIZE = 1 << 20
+BLOCK_SIZE = 1 << 18
 MAX_LONG_LINE = 1 << 20
 PROBE_BYTES = 4 << 20  # give up on a file with no log line in its first 4 MiB
 
 # A "plain" line: an SGLang prefix (a bracket of 20-50 characters: date, time, optional
-# milliseconds and rank tags) then a stat header or a uvicorn INFO line. `.{19}` is cheaper for the
-# regex engine than a character class, and this check runs once per line.
-_PLAIN = rb"\[.{19}[^\]\n]{0,30}\] (?:Decode b|Prefill b|INFO: )"
+# milliseconds and rank tags) then a stat header or a uvicorn INFO line. This check runs once per
+# line, so it is written for the regex engine's speed: `.{19}` and `[^\]]` are its cheapest loops.
+_PLAIN = rb"\[.{19}[^\]]{0,30}\] (?:Decode b|Prefill b|INFO: )"
 _PLAIN_AT = re.compile(_PLAIN)
-_PLAIN_ANY = re.compile(rb"(?:^|\n)" + _PLAIN)
+_PLAIN_ANY = re.compile(rb"\n" + _PLAIN)
 _ODD = re.compile(rb"\n(?!" + _PLAIN + rb")([^\n]*)")
 _DECODE_TS = re.compile(
     rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
 )
 _ACCEPT_LEN = re.compile(rb"accept len: ([^,\n]{0,64})")
-_GEN_TPS = re.compile(rb"gen throughput \(token/s\): ([^,\n]{0,64})")
-# Both values in one pass; used when it finds one pair per decode line (every speculative log).
-# The tok/s value is taken to one decimal: replay bins it at 0.1 anyway, and fewer distinct texts
-# make counting cheaper. A value of another shape fails the match and the exact path runs.
-_LEN_TPS = re.compile(
-    rb"accept len: ([^,\n]{0,64})[^\n]{0,400}gen throughput \(token/s\): (\d{1,12}\.\d)\d*(?=[,\s]|$)"
-)
+# tok/s is taken to one decimal when it is a plain number (replay bins it at 0.1 anyway, and
+# fewer distinct texts make counting cheaper); any other value is taken whole.
+_GEN_TPS = re.compile(rb"gen throughput \(token/s\): (\d{1,12}\.\d(?=\d*(?:,|\s|$))|[^,\n]{0,64})")
 _PAIR = re.compile(rb"accept len: ([^,\n]{0,64}), accept rate: ([^,\n]{0,64})")
 
 
@@ -176,21 +175,21 @@ class _Scanner:
         return starts
 
     def _bulk(self, block: bytes, a: int, b: int) -> None:
-        n = block.count(b"Decode batch", a, b)
-        if not n:
+        tps = _GEN_TPS.findall(block, a, b)
+        if not tps:
             return
         wanted = self.sink.pairs_wanted
         pairs = [m.groups() for m in islice(_PAIR.finditer(block, a, b), wanted)] if wanted > 0 else []
         t_first = _ts(_DECODE_TS.search(block, a, b))
-        i = block.rfind(b"Decode batch", a, b)
-        ls = max(block.rfind(b"\n", a, i) + 1, a)
-        t_last = _ts(_DECODE_TS.search(block, ls, b))
-        both = _LEN_TPS.findall(block, a, b)
-        if len(both) == n:
-            lens, tps = zip(*both, strict=True)
-        else:  # some decode lines lack one of the two (no speculation, or an odd build)
-            lens, tps = _ACCEPT_LEN.findall(block, a, b), _GEN_TPS.findall(block, a, b)
-        self.sink.decode_bulk(n, lens, tps, pairs, t_first, t_last)
+        t_last = None
+        i = b
+        while t_last is None:
+            i = block.rfind(b"Decode batch", a, i)
+            if i < 0:
+                break
+            t_last = _ts(_DECODE_TS.match(block, max(block.rfind(b"\n", a, i) + 1, a), b))
+        lens = _ACCEPT_LEN.findall(block, a, b) if block.find(b"accept len", a, b) >= 0 else []
+        self.sink.decode_bulk(len(tps), lens, tps, pairs, t_first, t_last)
 
     def finish(self) -> None:
         for ev in self.reader.flush():

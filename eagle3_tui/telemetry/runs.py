@@ -35,6 +35,7 @@ __all__ = ["Dist", "FailureInfo", "RunSplitter", "RunSummary", "ValueSketch"]
 MAX_PAIRS = 256  # (accept len, accept rate) samples per run for the definition guess
 MAX_WARNINGS = 50  # distinct warning texts kept per run
 MAX_FAILURES = 20  # failures kept per run (the newest)
+_TPS_KEY = "gen throughput (token/s)"
 MAX_TEXTS = 100_000  # distinct printed values counted as text before they are folded into sketches
 
 
@@ -155,7 +156,7 @@ class RunSummary:
     end: float | None
     ready_at: float | None
     spec: dict[str, str | int | None] | None  # algorithm, num_steps, topk, num_draft_tokens
-    decode_lines: int
+    decode_lines: int  # `Decode batch` lines (that report gen throughput, as every SGLang version does)
     accept_len: Dist | None
     gen_tps: Dist | None
     rate_guess: RateGuess | None
@@ -256,6 +257,8 @@ class RunSplitter:
         """One event from `LogReader` (stat lines other than decode, access and other lines are ignored)."""
         run = self._run
         if isinstance(ev, DecodeStats):
+            if ev.gen_throughput is None and _TPS_KEY not in ev.extra:
+                return  # not a stat line SGLang writes (every version prints gen throughput)
             run.decode_lines += 1
             if ev.accept_len is not None:
                 run.accept_len.add(ev.accept_len)
