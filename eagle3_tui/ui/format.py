@@ -59,3 +59,16 @@ def wrap_line(line: str, width: int) -> list[str]:
     if width <= 0 or len(line) <= width:
         return [line]
     return [line[i : i + width] for i in range(0, len(line), width)]
+
+
+def fmt_flags(flags: dict[str, object]) -> str:
+    """A flags preset as launch-command changes: `--x 15`, `--y` (switch), `drop --z` (None removes)."""
+    out: list[str] = []
+    dropped = [k for k, v in flags.items() if v is None]
+    for k, v in flags.items():
+        if v is None:
+            continue
+        out.append(f"--{k}" if v is True else f"--{k} {v}")
+    if dropped:
+        out.append("drop " + " ".join(f"--{k}" for k in dropped))
+    return " ".join(out)

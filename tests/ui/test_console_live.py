@@ -51,6 +51,30 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
+async def apply_preset(pilot: Any, name: str, diff_text: str) -> None:
+    """Select `name` with p, open the diff with enter, check it, confirm with y, wait for the restart."""
+    app = pilot.app
+    s = app.session
+    pane = app.query_one("#config-pane")
+    names = [p.name for p in pane.presets]
+    assert name in names, names
+    for _ in range(len(names)):
+        if pane.selected.name == name:
+            break
+        await pilot.press("p")
+    old_pid = s.server.pid
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: type(app.screen).__name__ == "DiffModal", f"the diff modal for {name}", 30)
+    assert diff_text in str(app.screen.query_one("#diff-text").render())
+    await pilot.press("y")
+    await wait_until(
+        pilot,
+        lambda: s.server.state == "ready" and s.server.pid != old_pid and not app._busy("restart"),
+        f"the restart with {name}",
+        180,
+    )
+
+
 @pytest.fixture
 def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Eagle3App:
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
@@ -85,34 +109,21 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await pilot.press("2")
         assert any(f.rule_id == "steps-override" for f in app.query_one("#findings-pane").findings)
 
-        before_pid = s.server.pid
-        t_fix = time.time()
-        before = accept_points_since(s, 0)
-        # config pane: pick the training wiring, see the diff, confirm: the server restarts
+        # config pane: pick the training wiring, see the JSON diff, confirm: the server restarts
         await pilot.press("3")
-        names = [p.name for p in app.query_one("#config-pane").presets]
-        assert "train-[:-1]" in names
-        for _ in range(len(names)):
-            if app.query_one("#config-pane").selected.name == "train-[:-1]":
-                break
-            await pilot.press("p")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: type(app.screen).__name__ == "DiffModal", "the diff modal", 30)
-        diff = str(app.screen.query_one("#diff-text").render())
-        assert "eagle_aux_hidden_state_layer_ids" in diff
-        await pilot.press("y")
-        await wait_until(
-            pilot,
-            lambda: s.server.state == "ready" and s.server.pid != before_pid and s.server.active_preset == "train-[:-1]",
-            "the restart with the new preset",
-            180,
-        )
-        await wait_until(pilot, lambda: len(accept_points_since(s, t_fix)) >= 4, "decode stats after the fix")
+        await apply_preset(pilot, "train-[:-1]", "eagle_aux_hidden_state_layer_ids")
+        assert s.server.layer_ids == (-1, 1, 5)
+        # then the steps flag: topk 1 caps accept length at steps + 1 = 2; steps 15 lifts the cap
+        assert max(accept_points_since(s, 0)) <= 2.0
+        t_fix = time.time()
+        await apply_preset(pilot, "steps=15", "--speculative-num-steps 15")
+        assert s.server.steps == 15
+        await wait_until(pilot, lambda: len(accept_points_since(s, t_fix)) >= 3, "decode stats after the fix")
         after = accept_points_since(s, t_fix)
-        assert sum(after) / len(after) > sum(before) / len(before) + 0.1, (before, after)
-        assert any("preset train-[:-1]" in m.label for m in s.telemetry.markers)
+        assert sum(after) / len(after) > 2.05, after
+        assert any("preset steps=15" in m.label for m in s.telemetry.markers)
         data = app._accept_data(200)
-        assert any("preset" in label for _, label in data.markers)
+        assert any("preset" in label for _, label in data.markers) and max(data.ys) > 2.05
 
         # accuracy check: start, cancel (the job on the host ends), start again, results side by side
         await pilot.press("c")
@@ -133,12 +144,12 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app._busy("bench"), "the benchmark", 180)
         assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
 
-        # rollback: confirm, restart, the preset is gone again
+        # rollback: confirm, restart, the last apply (steps=15) is undone
         await pilot.press("u")
         await pilot.press("y")
         await wait_until(
             pilot,
-            lambda: s.server.state == "ready" and s.server.active_preset != "train-[:-1]" and not app._busy("restart"),
+            lambda: s.server.state == "ready" and s.server.steps == 1 and not app._busy("restart"),
             "the rollback restart",
             180,
         )

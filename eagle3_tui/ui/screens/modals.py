@@ -12,15 +12,15 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_ids
+from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_flags, fmt_ids
 
 
 def diff_content(diff: str) -> Content:
     """Colour a unified diff: additions good, removals bad, hunk headers muted (no markup parsing:
     JSON brackets are data)."""
     parts: list[tuple[str, str] | str] = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---")):
+    for i, line in enumerate(diff.splitlines()):
+        if i < 2 and line.startswith(("+++ ", "--- ")):
             parts.append((line, "bold"))
         elif line.startswith("+"):
             parts.append((line, "$accept-good"))
@@ -62,7 +62,7 @@ class DiffModal(ModalScreen[bool]):
             what = (
                 f"layer ids {escape(fmt_ids(preset.layer_ids))}{bounds}"
                 if preset.kind == "layers"
-                else "launch flags " + escape(" ".join(f"{k} {v}" for k, v in dict(preset.flags).items()))
+                else "launch flags " + escape(fmt_flags(dict(preset.flags)))
             )
             yield Static(f"{what}\nfile: {escape(str(plan.path))}", id="diff-what")
             with VerticalScroll(id="diff-body"):

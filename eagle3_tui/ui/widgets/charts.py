@@ -74,6 +74,7 @@ class TimeChart(PlotextPlot):
         plt.ylabel(self.y_label)
         ref_color = _rgb(self.app, "chart-reference", "#8b95a7")
         marker_color = _rgb(self.app, "chart-marker", "#ffb454")
+        canvas = _rgb(self.app, "surface", "#1a202a")
         xmin = -data.window_s
         plt.xlim(xmin, 0)
         if data.xs:
@@ -82,11 +83,11 @@ class TimeChart(PlotextPlot):
         for y, label in data.references:
             plt.hline(y, ref_color)
             ys.append(y)
-            plt.text(label, x=xmin + data.window_s * 0.01, y=y, color=ref_color, alignment="left")
+            plt.text(label, x=xmin + data.window_s * 0.01, y=y, color=ref_color, background=canvas, alignment="left")
         for x, label in data.markers:
             if xmin <= x <= 0:
                 plt.vline(x, marker_color)
-                plt.text(label, x=x, y=(max(ys) if ys else 1.0), color=marker_color, alignment="left")
+                plt.text(label, x=x, y=(max(ys) if ys else 1.0), color=marker_color, background=canvas, alignment="left")
         if ys:
             lo, hi = min(ys), max(ys)
             pad = max((hi - lo) * 0.1, 0.1)

@@ -11,7 +11,7 @@ from textual.markup import escape
 from textual.widgets import Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
-from eagle3_tui.ui.format import fmt_boundaries, fmt_ids
+from eagle3_tui.ui.format import fmt_boundaries, fmt_flags, fmt_ids
 
 
 def preset_label(p: Any, active: str | None) -> str:
@@ -19,7 +19,7 @@ def preset_label(p: Any, active: str | None) -> str:
     if p.kind == "layers":
         what = f"ids {escape(fmt_ids(p.layer_ids))} → {escape(fmt_boundaries(p.boundaries))}"
     else:
-        what = "flags " + escape(" ".join(f"{k} {v}" for k, v in dict(p.flags).items()))
+        what = "flags " + escape(fmt_flags(dict(p.flags)))
     tag = " [$foreground-muted](built-in)[/]" if p.builtin else ""
     desc = f"\n    [$foreground-muted]{escape(p.description)}[/]" if p.description else ""
     return f"{mark}[b]{escape(p.name)}[/b]  {what}{tag}{desc}"

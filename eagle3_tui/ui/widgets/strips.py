@@ -13,7 +13,7 @@ class Strip(Vertical):
     """One labelled Sparkline row (running requests, token usage)."""
 
     DEFAULT_CSS = """
-    Strip { height: 2; width: 1fr; }
+    Strip { height: 2; width: 1fr; margin-right: 2; }
     Strip > Label { height: 1; color: $foreground-muted; }
     Strip > Sparkline { height: 1; width: 1fr; }
     """
