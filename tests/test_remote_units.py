@@ -1,0 +1,55 @@
+"""Pure pieces of the host layer: quoting, target parsing, and the shipped scripts' Python level."""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import subprocess
+
+import pytest
+
+from eagle3_tui.remote import HostError, scripts
+from eagle3_tui.remote.ssh import _split_target, command_line, quote_argv
+
+
+def test_command_line_quotes_every_argument_and_reports_the_group() -> None:
+    line = command_line(["echo", "a b", "$(touch x)", "it's"], "/tmp/dir with space", report_pgid=True)
+    assert line == (
+        "printf '%s\\n' \"$$\" && cd -- '/tmp/dir with space' && exec echo 'a b' '$(touch x)' 'it'\"'\"'s'"
+    )
+    out = subprocess.run(["sh", "-c", command_line(["printf", "%s|", "a;b", "$HOME", "x\ny"], None, report_pgid=False)],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "a;b|$HOME|x\ny|"
+    with pytest.raises(HostError):
+        quote_argv([])
+    assert shlex.split(quote_argv(["a b", ""])) == ["a b", ""]
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("gpu-box", ("gpu-box", None, None)),
+        ("root@10.0.0.5", ("10.0.0.5", "root", None)),
+        ("ubuntu@gpu:2222", ("gpu", "ubuntu", 2222)),
+        ("[::1]:2200", ("::1", None, 2200)),
+        ("fe80::1", ("fe80::1", None, None)),
+    ],
+)
+def test_split_target(target: str, expected: tuple[str, str | None, int | None]) -> None:
+    assert _split_target(target) == expected
+
+
+def test_shipped_python_runs_on_python_3_6() -> None:
+    """GPU hosts run whatever python3 they have: the follower and helpers must parse as 3.6."""
+    for name, source in (("follower", scripts.FOLLOWER), ("watchdog", scripts.WATCHDOG), ("ps", scripts.PROCESSES)):
+        ast.parse(source, filename=name, feature_version=(3, 6))
+
+
+def test_default_pidfile_is_outside_the_rotation_names() -> None:
+    assert scripts.default_pidfile("/var/log/sglang/server.log") == "/var/log/sglang/.server.log.pid"
+    assert not scripts.default_pidfile("server.log").startswith("server.log.")
+
+
+def test_shell_scripts_parse_in_dash() -> None:
+    for script in (scripts.SPAWN, scripts.STOP):
+        subprocess.run(["sh", "-n", "-c", script], check=True)
