@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,52 @@ def test_default_pidfile_is_outside_the_rotation_names() -> None:
 def test_shell_scripts_parse_in_dash() -> None:
     for script in (scripts.SPAWN, scripts.STOP):
         subprocess.run(["sh", "-n", "-c", script], check=True)
+
+
+def test_spawn_without_setsid_uses_python(tmp_path: Path) -> None:
+    """Where setsid(1) is missing (macOS), the launch script starts the session with Python."""
+    import os
+    import signal
+    import sys
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for name in os.listdir(d) if os.path.isdir(d) else []:
+            if name != "setsid" and not (bin_dir / name).exists():
+                (bin_dir / name).symlink_to(os.path.join(d, name))
+    env = dict(os.environ, PATH=str(bin_dir))
+    out = subprocess.run(
+        ["/bin/sh", "-c", scripts.SPAWN, "sh", str(tmp_path), str(tmp_path / "s.log"), str(tmp_path / "s.pid"),
+         sys.executable, "sleep", "30"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )
+    assert out.stdout.startswith("STARTED "), out.stderr
+    pgid = int(out.stdout.split()[1])
+    try:
+        for _ in range(50):
+            stat = open(f"/proc/{pgid}/stat").read().rsplit(")", 1)[1].split()
+            if open(f"/proc/{pgid}/cmdline").read().startswith("sleep"):
+                break
+            time.sleep(0.02)
+        assert int(stat[2]) == pgid and int(stat[3]) == pgid  # its own group and session
+        assert open(f"/proc/{pgid}/cmdline").read().split("\0")[:2] == ["sleep", "30"]
+    finally:
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def test_process_list_from_ps_matches_proc() -> None:
+    import json
+    import os
+    import sys
+
+    def listing(*extra: str) -> dict[int, dict]:
+        raw = subprocess.check_output([sys.executable, "-c", scripts.PROCESSES, *extra], text=True)
+        return {p["pid"]: p for p in map(json.loads, raw.splitlines())}
+
+    proc, ps = listing(), listing("--ps")
+    me = os.getpid()
+    assert " ".join(ps[me]["argv"]) == " ".join(proc[me]["argv"])  # ps can only split on spaces
+    assert proc[me]["pgid"] == ps[me]["pgid"] == os.getpgid(0)
+    assert abs(proc[me]["start"] - ps[me]["start"]) <= 1.5  # ps shows whole seconds

@@ -275,7 +275,7 @@ class Host(abc.ABC):
                 assigns.append(f"{key}={value}")
             full = ["env", *assigns, *full]
         pid_path = pidfile or scripts.default_pidfile(log_path)
-        res = await self.run(["sh", "-c", scripts.SPAWN, "sh", cwd, log_path, pid_path, *full], timeout=30)
+        res = await self.run(["sh", "-c", scripts.SPAWN, "sh", cwd, log_path, pid_path, self.python, *full], timeout=30)
         out = res.stdout.strip().splitlines()
         last = out[-1] if out else ""
         if last.startswith("STARTED "):

@@ -20,10 +20,11 @@ FOLLOWER = (Path(__file__).with_name("follower.py")).read_text(encoding="utf-8")
 _ALIVE = """alive() { ps -e -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; }
 """
 
-# sh -c SPAWN sh CWD LOG PIDFILE ARGV... -> "STARTED <pgid>" | "ALREADY <pgid>"
+# sh -c SPAWN sh CWD LOG PIDFILE PYTHON ARGV... -> "STARTED <pgid>" | "ALREADY <pgid>"
+# (PYTHON stands in for setsid(1) where there is none, e.g. macOS)
 SPAWN = (
     _ALIVE
-    + r"""cwd=$1; log=$2; pidf=$3; shift 3
+    + r"""cwd=$1; log=$2; pidf=$3; py=$4; shift 4
 cd -- "$cwd" || { echo "cannot enter $cwd" >&2; exit 3; }
 if [ -s "$pidf" ]; then
   old=$(cat -- "$pidf")
@@ -35,7 +36,12 @@ if [ -s "$log" ]; then
   mv -f -- "$log" "$dst" || exit 4
 fi
 rm -f -- "$pidf"
-setsid sh -c 'echo $$ > "$0.tmp" && mv -f -- "$0.tmp" "$0" && exec "$@"' "$pidf" "$@" > "$log" 2>&1 < /dev/null &
+inner='echo $$ > "$0.tmp" && mv -f -- "$0.tmp" "$0" && exec "$@"'
+if command -v setsid >/dev/null 2>&1; then
+  setsid sh -c "$inner" "$pidf" "$@" > "$log" 2>&1 < /dev/null &
+else
+  "$py" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' sh -c "$inner" "$pidf" "$@" > "$log" 2>&1 < /dev/null &
+fi
 i=0
 while [ ! -s "$pidf" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 [ -s "$pidf" ] || { echo "no pidfile appeared at $pidf" >&2; exit 5; }
@@ -62,36 +68,50 @@ echo KILLED
 """
 )
 
-# python -c PROCESSES -> one JSON object per process
+# python -c PROCESSES [--ps] -> one JSON object per process. From /proc (exact argv); where there is
+# no /proc (macOS) or with --ps, from `ps` (argv split on spaces, no cwd).
 PROCESSES = r"""
-import json, os
-tck = os.sysconf("SC_CLK_TCK")
-btime = 0
-with open("/proc/stat") as f:
-    for line in f:
-        if line.startswith("btime "):
-            btime = int(line.split()[1])
+import json, os, subprocess, sys, time
 out = []
-for name in os.listdir("/proc"):
-    if not name.isdigit():
-        continue
-    try:
-        with open("/proc/%s/stat" % name, "rb") as f:
-            st = f.read()
-        with open("/proc/%s/cmdline" % name, "rb") as f:
-            cmd = f.read()
-    except OSError:
-        continue
-    if not cmd:
-        continue
-    rest = st[st.rindex(b")") + 2:].split()
-    try:
-        cwd = os.readlink("/proc/%s/cwd" % name)
-    except OSError:
-        cwd = None
-    argv = [a.decode("utf-8", "replace") for a in cmd.rstrip(b"\0").split(b"\0")]
-    out.append(json.dumps({"pid": int(name), "pgid": int(rest[2]),
-                           "start": btime + int(rest[19]) / float(tck), "argv": argv, "cwd": cwd}))
+if os.path.isdir("/proc/self") and "--ps" not in sys.argv:
+    tck = os.sysconf("SC_CLK_TCK")
+    btime = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("btime "):
+                btime = int(line.split()[1])
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                st = f.read()
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if not cmd:
+            continue
+        rest = st[st.rindex(b")") + 2:].split()
+        try:
+            cwd = os.readlink("/proc/%s/cwd" % name)
+        except OSError:
+            cwd = None
+        argv = [a.decode("utf-8", "replace") for a in cmd.rstrip(b"\0").split(b"\0")]
+        out.append(json.dumps({"pid": int(name), "pgid": int(rest[2]),
+                               "start": btime + int(rest[19]) / float(tck), "argv": argv, "cwd": cwd}))
+else:
+    env = dict(os.environ, LC_ALL="C", TZ="UTC")
+    text = subprocess.check_output(["ps", "-axww", "-o", "pid=,pgid=,lstart=,command="], env=env)
+    for line in text.decode("utf-8", "replace").splitlines():
+        f = line.split()
+        if len(f) < 8:
+            continue
+        try:
+            start = time.mktime(time.strptime(" ".join(f[2:7]), "%a %b %d %H:%M:%S %Y")) - time.timezone
+        except ValueError:
+            start = 0.0
+        out.append(json.dumps({"pid": int(f[0]), "pgid": int(f[1]), "start": start, "argv": f[7:], "cwd": None}))
 print("\n".join(out))
 """
 
