@@ -138,8 +138,9 @@ async def embed_capture_support(
     python = _server_python(spec, profile)
     if python is None or not arch:
         return None, ""
+    env = [f"{k}={v}" for k, v in spec.env.items() if k == "PYTHONPATH"]  # the server's own import path
     try:
-        res = await host.run([python, "-c", _SGLANG_DIR], timeout=60)
+        res = await host.run(["env", *env, python, "-c", _SGLANG_DIR], timeout=60)
     except UserError:
         return None, ""
     pkg = res.stdout.strip()

@@ -97,7 +97,7 @@ def test_watch_line_and_bench_text():
                     output_tps=64.0, latency_p50_s=0.5, latency_p90_s=0.9, accept_len_client=1.8, spec_verify_ct=70,
                     accept_len_log=1.7)
     text = hostcmds.format_bench(r, 80.0)
-    assert "output tok/s      64.00" in text and "accept length     1.70" in text and "0.80x" in text
+    assert "output tok/s      64.00" in text and "accept length     1.80" in text and "0.80x" in text
 
 
 def test_profile_file_missing_is_clear(tmp_path):

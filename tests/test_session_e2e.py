@@ -116,7 +116,11 @@ async def _story(session: Session, world, *, full: bool) -> None:
     phases = [e.phase for e in events if isinstance(e, RestartProgress)]
     assert {"stopping", "port", "launching", "loading", "ready"} <= set(phases)
 
+    print(f"\naccept length (requests): {before.accept_len:.3f} -> {after.accept_len:.3f}; "
+          f"log window {before.accept_len_log} -> {after.accept_len_log}; "
+          f"tok/s {before.output_tps:.1f} -> {after.output_tps:.1f}")
     if not full:
+        await _baseline(session)
         return
 
     # --- a preset that makes the server fail: -1 ids without the embed-capture patch
@@ -146,6 +150,26 @@ async def _story(session: Session, world, *, full: bool) -> None:
         assert await session.host.read_bytes(config) == plan.before.encode()
     with pytest.raises(UserError, match="nothing to roll back"):
         await session.rollback()
+
+
+async def _baseline(session: Session) -> None:
+    """A baseline needs the server without speculation: refused with it, measured without, rolled back."""
+    from eagle3_tui.telemetry.ledger import speedups
+
+    with pytest.raises(UserError, match="without speculation"):
+        await session.benchmark(baseline=True, **BENCH)
+    await session.apply(await session.plan_apply("no-speculation"))
+    assert not session.server.speculative and session.server.active_preset == "no-speculation"
+    base = await session.benchmark(baseline=True, **BENCH)
+    assert base.baseline and session.telemetry.baseline_tps == base.output_tps
+    await session.rollback()
+    assert session.server.speculative and session.server.active_preset == "train-[:-1]"
+    spec = await session.benchmark(**BENCH)
+    rows = session.ledger_rows()
+    last = rows[-1]
+    assert any(r.is_baseline for r in rows) and last.kind == "benchmark"
+    assert speedups(rows)[last.id] == pytest.approx(spec.output_tps / base.output_tps)
+    print(f"baseline {base.output_tps:.1f} tok/s, speculative {spec.output_tps:.1f} tok/s")
 
 
 async def _headless_commands(session: Session, world) -> None:

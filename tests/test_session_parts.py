@@ -122,3 +122,43 @@ def test_plan_flags_and_generic_flags():
     assert argv[-1] == "--enable-metrics"
     bad = plan_flags(Preset("b", "flags", flags={"speculative-num-steps": None}), argv=SIM)
     assert bad.problems and "assert" in bad.problems[0]
+
+
+PATCHED = '''class DeepseekV2ForCausalLM:
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        # Handle -1 as "capture embedding output" (before any layers run)
+        self.model.capture_embedding_for_eagle3 = (-1 in layer_ids)
+        self.model.layers_to_capture = [val + 1 for val in layer_ids if val >= 0]
+'''
+UNPATCHED = '''class DeepseekV2ForCausalLM:
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+'''
+
+
+@pytest.mark.parametrize(("source", "expected"), [(PATCHED, True), (UNPATCHED, False)])
+async def test_embed_capture_found_in_the_servers_sglang_source(tmp_path, source, expected):
+    """Real SGLang: the target arch's model file in the server's own sglang (found via its PYTHONPATH)."""
+    import sys
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.remote.local import LocalHost
+    from eagle3_tui.session_facts import embed_capture_support
+
+    models = tmp_path / "site" / "sglang" / "srt" / "models"
+    models.mkdir(parents=True)
+    (tmp_path / "site" / "sglang" / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    (models / "llama.py").write_text("class LlamaForCausalLM:\n    pass\n")
+    (models / "deepseek_v2.py").write_text(source)
+    spec = LaunchSpec.from_argv([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m"], cwd=str(tmp_path),
+                                env={"PYTHONPATH": str(tmp_path / "site")})
+    host = LocalHost()
+    try:
+        ok, why = await embed_capture_support(host, spec, Profile("h", local=True), "DeepseekV2ForCausalLM")
+        assert ok is expected and "deepseek_v2.py" in why
+        unknown, _ = await embed_capture_support(host, spec, Profile("h", local=True), "NoSuchArch")
+        assert unknown is None
+        sim = LaunchSpec.from_argv(SIM, cwd=None)
+        assert (await embed_capture_support(host, sim, Profile("h", local=True), None))[0] is True
+    finally:
+        await host.close()

@@ -226,7 +226,7 @@ def format_bench(r: Any, baseline_tps: float | None) -> str:
         f"{r.concurrency}, max tokens {r.max_tokens}, {r.duration_s:.1f} s",
         f"  output tok/s      {r.output_tps:.2f}",
         f"  latency p50/p90   {f(r.latency_p50_s)} s / {f(r.latency_p90_s)} s",
-        f"  accept length     {f(r.accept_len)} (log {f(r.accept_len_log)}, requests {f(r.accept_len_client)}, "
+        f"  accept length     {f(r.accept_len)} (requests {f(r.accept_len_client)}, log {f(r.accept_len_log)}, "
         f"server {f(r.accept_len_server)})",
     ]
     sp = speedup(r.output_tps, baseline_tps)

@@ -114,8 +114,8 @@ class BenchResult:
 
     @property
     def accept_len(self) -> float | None:
-        """The best measured accept length: the log's, else the requests', else the server's."""
-        for v in (self.accept_len_log, self.accept_len_client, self.accept_len_server):
+        """The benchmark's accept length: its own requests' (meta_info), else the log's window, else the server's."""
+        for v in (self.accept_len_client, self.accept_len_log, self.accept_len_server):
             if v is not None:
                 return v
         return None
