@@ -319,3 +319,22 @@ async def test_forward_reaches_a_loopback_http_server(host: Host) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+async def test_closing_the_host_ends_a_follow_quietly(host: Host, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("a\n")
+    got: list[Any] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for item in host.follow(str(log), start="begin"):
+            got.append(item)
+            if isinstance(item, FollowBatch):
+                first.set()
+
+    task = asyncio.ensure_future(consume())
+    await asyncio.wait_for(first.wait(), 20)
+    await host.close()
+    await asyncio.wait_for(task, 10)  # ends without an error
+    assert lines_of(got) == ["a"]

@@ -85,6 +85,14 @@ class Follow:
         return FollowEvent(kind, self.path)
 
     async def _run(self) -> AsyncGenerator[FollowItem, None]:
+        try:
+            async for item in self._items():
+                yield item
+        except HostError:
+            if not self.host.closed:
+                raise  # the host was closed under us: the follow simply ends
+
+    async def _items(self) -> AsyncGenerator[FollowItem, None]:
         while True:
             if self._polling:
                 try:

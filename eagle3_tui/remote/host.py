@@ -164,6 +164,11 @@ class Host(abc.ABC):
     def state(self) -> ConnState:
         return self._state
 
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called; follows then end quietly."""
+        return bool(getattr(self, "_closed", False))
+
     def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
         """Call `fn(state)` on every change (in the event loop's thread); returns a remover."""
         self._listeners.fns.append(fn)

@@ -678,11 +678,11 @@ class SSHHost(Host):
     async def close(self) -> None:
         if self._closed:
             return
+        self._closed = True
         conn = self._conn
         if conn is not None and not conn.is_closed():
             await asyncio.gather(*(c.close() for c in list(self._channels)), return_exceptions=True)
             await asyncio.gather(*(self._kill_group(conn, pg) for pg in list(self._inflight)), return_exceptions=True)
-        self._closed = True
         for server, _ in self._forwards.values():
             server.close()
         for task in list(self._pumps):
