@@ -320,8 +320,10 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
         report.notes.append(why)
     del lm_head
 
-    unique: dict[tuple[int, ...], WiringResult] = {}
     runnable = [w for w in wirings if w.runnable]
+    if device.type == "cuda" and stage_on_device(data, {k for w in runnable for k in w.slots}, device, dtype):
+        report.notes.append("the sampled hidden states were staged on the GPU once for all wirings")
+    unique: dict[tuple[int, ...], WiringResult] = {}
     total = data.positions * len({w.slots for w in runnable})
     done = 0
     t_loop = time.perf_counter()
@@ -566,6 +568,21 @@ class _TargetTail:
         return x[0].cpu()
 
 
+def stage_on_device(data: Any, slots: set[int], device: Any, dtype: Any, share: float = 0.4) -> bool:
+    """Move the slots the wirings read to the GPU once, if they take under `share` of its free memory,
+    so each wiring's batches are assembled there instead of copied from the host every time."""
+    import torch
+
+    size = torch.tensor([], dtype=dtype).element_size()
+    need = sum(s.slots[k].shape[0] * s.slots[k].shape[1] * size for s in data.samples for k in slots)
+    free, _ = torch.cuda.mem_get_info(device)
+    if need > share * free:
+        return False
+    for s in data.samples:
+        s.slots = [x.to(device=device, dtype=dtype) if i in slots else x for i, x in enumerate(s.slots)]
+    return True
+
+
 def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptions, device: Any, dtype: Any,
               progress: Callable[[int], None]) -> WiringResult:
     """Top-1/top-5 and the chain simulation for one wiring, batched causal over whole sequences."""
@@ -595,13 +612,16 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
             tmax = max(s.length for s in smp)
             bsz = len(smp)
             ids = torch.zeros(bsz, tmax, dtype=torch.long)
-            aux = torch.zeros(bsz, tmax, len(w.slots) * data.hidden_size, dtype=dtype)
+            # aux is assembled where the slots live (on the GPU when `stage_on_device` put them there)
+            aux = torch.zeros(bsz, tmax, len(w.slots) * data.hidden_size, dtype=dtype, device=smp[0].slots[0].device)
             lab = torch.full((bsz, tmax + steps + 1), -1, dtype=torch.long)
             counted = torch.zeros(bsz, tmax, dtype=torch.bool)
+            hs = data.hidden_size
             for j, s in enumerate(smp):
                 t = s.length
                 ids[j, : t - 1] = s.input_ids[1:]  # position t reads token x_{t+1}
-                aux[j, :t] = torch.cat([s.slots[k] for k in w.slots], dim=-1).to(dtype)
+                for c, k in enumerate(w.slots):
+                    aux[j, :t, c * hs : (c + 1) * hs] = s.slots[k]
                 lab[j, :t] = labels[b[j]]
                 counted[j, :t] = s.counted
             ids, aux = ids.to(device), aux.to(device)
