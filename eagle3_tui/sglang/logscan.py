@@ -41,7 +41,14 @@ PROBE_BYTES = 4 << 20  # give up on a file with no log line in its first 4 MiB
 _PLAIN = rb"\[.{19}[^\]]{0,30}\] (?:Decode b|Prefill b|INFO: )"
 _PLAIN_AT = re.compile(_PLAIN)
 _PLAIN_ANY = re.compile(rb"\n" + _PLAIN)
-_ODD = re.compile(rb"\n(?!" + _PLAIN + rb")([^\n]*)")
+# An odd line, as (request-log line, other line): `--log-requests` lines carry user text that
+# parse_line ignores, so only the stat-value strings are looked for in them (cheaper on long prompts).
+_ODD = re.compile(
+    rb"\n(?!" + _PLAIN + rb")(?:(\[.{19}[^\]]{0,30}\] (?:Receive|Finish): [^\n]*)|([^\n]*))"
+)
+_REQUEST_AT = re.compile(rb"\[.{19}[^\]]{0,30}\] (?:Receive|Finish): ")
+# Strings whose presence in a request line would leak into the bulk value counts.
+_VALUE_NEEDLES = (b"Decode batch", b"accept len", b"gen throughput")
 _DECODE_TS = re.compile(
     rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
 )
@@ -90,6 +97,10 @@ def _ts(m: re.Match[bytes] | None) -> float | None:
 
 def _relevant(text: bytes) -> bool:
     return any(n in text for n in KEY_NEEDLES)
+
+
+def _leaky(text: bytes) -> bool:
+    return any(n in text for n in _VALUE_NEEDLES)
 
 
 class _Scanner:
@@ -155,23 +166,36 @@ class _Scanner:
             self._bulk(block, pos, end)
 
     def _relevant_starts(self, block: bytes, start: int, end: int) -> list[int]:
-        """Starts of the odd lines that may hold an event other than prefill/access/other."""
-        first_odd = _PLAIN_AT.match(block, start, end) is None
+        """Starts of the odd lines that must go through LogReader: those that may hold an event
+        other than prefill/access/other, and request lines whose text holds stat-value strings."""
         odd = _ODD.findall(block, start, end)
-        first = block[start : self._line_end(block, start, end)] if first_odd else b""
+        first_end = self._line_end(block, start, end)
+        first_odd = _PLAIN_AT.match(block, start, first_end) is None
         if first_odd:
-            odd.append(first)
+            line = block[start:first_end]
+            odd.append((line, b"") if _REQUEST_AT.match(line) else (b"", line))
+        if not odd:
+            return []
+        requests, others = zip(*odd, strict=True)
         if not self.result.recognized:
-            for text in odd:
-                if not isinstance(parse_line(text.decode("utf-8", "replace")), Other):
+            for text in (*requests, *others):
+                if text and not isinstance(parse_line(text.decode("utf-8", "replace")), Other):
                     self.result.recognized = True
                     break
-        if not odd or not _relevant(b"\n".join(odd)):
+        if not _relevant(b"\n".join(others)) and not _leaky(b"\n".join(requests)):
             return []
-        starts = [start] if first_odd and _relevant(first) else []
+        starts = []
+        if first_odd:
+            req, other = odd[-1]
+            if _relevant(other) or _leaky(req):
+                starts.append(start)
         for m in _ODD.finditer(block, start, end):
-            if _relevant(m.group(1)):
-                starts.append(m.start(1))
+            req = m.group(1)
+            if req is not None:
+                if _leaky(req):
+                    starts.append(m.start(1))
+            elif _relevant(m.group(2)):
+                starts.append(m.start(2))
         return starts
 
     def _bulk(self, block: bytes, a: int, b: int) -> None:
