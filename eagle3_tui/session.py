@@ -404,7 +404,8 @@ class Session:
         if chosen is not None:
             self._adopt(chosen)
         elif self.server.state in ("unknown", "ready"):
-            self._set_server(state="stopped" if not self.servers else "unknown", pid=None, pgid=None)
+            gone = not self.servers or self.profile.port is not None
+            self._set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
         return self.servers
 
     async def select_server(self, pid: int) -> None:
@@ -953,6 +954,9 @@ class Session:
             opts["steps"] = self.server.steps  # predict the accept length for the flags being served
         if self.target.num_layers and "num_layers" not in opts:
             opts["num_layers"] = self.target.num_layers
+        target_cfg = self.target.extra.get("target_config_path")
+        if "target" not in opts and (target_cfg or self.profile.target_path):
+            opts["target"] = str(Path(target_cfg).parent) if target_cfg else self.profile.target_path
         if self.profile.remote_python and "python" not in opts:
             opts["python"] = self.profile.remote_python
 

@@ -1,0 +1,105 @@
+"""The session's live side without a server: the log followed into telemetry and events, the
+connection view through a dropped SSH connection, a failure in the log, the accuracy check."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.profile import Profile
+from eagle3_tui.session import (
+    CheckFinished,
+    ConnectionChanged,
+    LogBatch,
+    Notice,
+    Session,
+    StatsUpdated,
+)
+from eagle3_tui.sglang.logline import DecodeStats
+
+
+def decode(n: int, accept: float) -> str:
+    return (f"[2025-12-09 10:00:{n % 60:02d}] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+            f"accept len: {accept:.2f}, accept rate: 0.40, cuda graph: True, gen throughput (token/s): {50 + n:.2f}, "
+            "#queue-req: 0, \n")
+
+
+async def wait_until(pred, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+async def test_log_into_telemetry_across_a_dropped_connection(sshd, ssh_host, tmp_path, data_dir):
+    log = tmp_path / "server.log"
+    log.write_text("old line\n")
+    prof = Profile(name="live", log_path=str(log), port=1, state_dir=str(tmp_path / "st"))
+    session = Session(prof, host=ssh_host)
+    events: list = []
+    session.add_listener(events.append)
+    try:
+        await session.attach()
+        assert session.conn.kind == "connected" and session.server.state == "stopped"
+        await wait_until(lambda: any(isinstance(e, LogBatch) for e in events))  # the last lines at attach
+        with log.open("a") as f:
+            for i in range(3):
+                f.write(decode(i, 1.5 + i / 10))
+        await wait_until(lambda: session.telemetry.decode_lines == 3)
+        assert session.telemetry.series["accept_len"].values() == pytest.approx([1.5, 1.6, 1.7])
+        assert any(isinstance(e, StatsUpdated) for e in events)
+
+        sshd.kill_connection(ssh_host.local_port)
+        await wait_until(lambda: any(isinstance(e, ConnectionChanged) and e.conn.kind == "reconnecting"
+                                     for e in events))
+        with log.open("a") as f:
+            for i in range(3, 5):
+                f.write(decode(i, 1.5 + i / 10))
+        await wait_until(lambda: session.telemetry.decode_lines == 5)
+        assert session.conn.kind == "connected"
+        # every decode line once: none lost, none twice
+        seen = [e for b in events if isinstance(b, LogBatch) for e in b.events if isinstance(e, DecodeStats)]
+        assert [e.accept_len for e in seen] == pytest.approx([1.5, 1.6, 1.7, 1.8, 1.9])
+
+        # a failure whose traceback ends the log is delivered once the log goes quiet
+        with log.open("a") as f:
+            f.write("[2025-12-09 10:01:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    '  File "scheduler.py", line 1, in event_loop\nRuntimeError: CUDA error: illegal memory access\n')
+        session._set_server(state="ready")  # as if attached to a running server
+        await wait_until(lambda: any(isinstance(e, Notice) and "illegal memory access" in e.message for e in events))
+    finally:
+        await session.close()
+
+
+async def test_check_through_the_session(demo_world, tmp_path, data_dir):
+    from eagle3_tui.profile import demo_profile
+
+    prof = demo_profile(demo_world, port=1, state_dir=tmp_path / "demo")
+    session = Session(prof)
+    events: list = []
+    session.add_listener(events.append)
+    try:
+        await session.attach()  # no server: the check needs only the draft and the data
+        assert session.conn.kind == "local"
+        report = await session.run_check(samples=32)
+        assert session.check is report
+        names = {w.name for w in report.wirings}
+        assert {"training", "serving default"} <= names
+        done = [e for e in events if isinstance(e, CheckFinished)]
+        assert done and done[-1].error is None
+        assert [r.kind for r in session.ledger_rows()][-1] == "check"
+        # the served wiring (no layer-id key: SGLang's default) gets its predicted accept length
+        await session.refresh_findings()
+        assert session.facts.predicted_accept_len is not None
+    finally:
+        await session.close()
