@@ -338,3 +338,23 @@ async def test_closing_the_host_ends_a_follow_quietly(host: Host, tmp_path: Path
     await host.close()
     await asyncio.wait_for(task, 10)  # ends without an error
     assert lines_of(got) == ["a"]
+
+
+async def test_follow_resumes_across_two_rotations_while_away(host: Host, tmp_path: Path) -> None:
+    """The follower was away for two rotations (logrotate's dateext name, then a numbered one): it
+    drains the cursor's file, then the file in between, then the new one; decoys are ignored."""
+    log = tmp_path / "server.log"
+    log.write_text("a1\n")
+    async with host.follow(str(log), start="begin") as fol:
+        await collect(fol, lambda ls, it: ls == ["a1"])
+    cursor = fol.cursor
+    append(log, "a2\n")
+    os.rename(log, tmp_path / "server.log-20261129")
+    log.write_text("b1\n")
+    os.rename(log, tmp_path / "server.log.1")
+    log.write_text("c1\n")
+    (tmp_path / "server.log.lock").write_text("decoy\n")
+    (tmp_path / "server.log.bak-20261129-000000").write_text("decoy\n")
+    async with host.follow(str(log), cursor) as fol:
+        items = await collect(fol, lambda ls, it: "c1" in ls)
+    assert lines_of(items) == ["a2", "b1", "c1"]

@@ -14,14 +14,16 @@ UTF-8 with replacement; a line longer than 64 KiB is cut with a marker.
 
 Resuming (INODE != 0) is exact: if the path still has that inode, reading continues at OFFSET (or
 restarts at 0 with `truncated` if the file shrank); if not, the old inode is looked up in the same
-directory (rotated name), drained from OFFSET, then the rotated files written after it (same name
-prefix, by modification time) and finally the new file at the path from 0. Live rotation is handled
+directory (rotated name), drained from OFFSET, then the rotated files written after it (rotated
+names, by modification time) and finally the new file at the path from 0. Live rotation is handled
 the same way, and the file it rotated from stays open for GRACE seconds so late writes still come.
+Rotated names are the log's name plus `.N`, `.<timestamp>` or `-<date>` (compressed ones skipped).
 The follower exits when its stdin reaches EOF (the channel or the client went away).
 """
 
 import json
 import os
+import re
 import select
 import sys
 import time
@@ -116,6 +118,8 @@ class Follower:
         self.path = path
         self.dir = os.path.dirname(path) or "."
         self.base = os.path.basename(path)
+        # rotated names: server.log.1, server.log.20261129-083000, server.log-20261129 (dateext)
+        self.rotated_name = re.compile(re.escape(self.base) + r"[.-][0-9][0-9A-Za-z._-]*$")
         self.cur = None
         self.old = None
         self.old_deadline = 0.0
@@ -184,7 +188,7 @@ class Follower:
         return None
 
     def successors(self, after, exclude):
-        """Rotated siblings written after `after` (same name prefix), oldest first."""
+        """Rotated siblings (see `rotated_name`) written after `after`, oldest first."""
         try:
             ref = os.fstat(after.fd).st_mtime_ns
             entries = list(os.scandir(self.dir))
@@ -193,7 +197,7 @@ class Follower:
         found = []
         for entry in entries:
             name = entry.name
-            if not name.startswith(self.base + ".") or name.endswith(SKIP_SUFFIXES):
+            if not self.rotated_name.match(name) or name.endswith(SKIP_SUFFIXES):
                 continue
             try:
                 ino = entry.inode()
