@@ -38,7 +38,7 @@ def test_trained_wiring_beats_the_serving_default(demo_world: Any, demo_reports:
     assert trained.name == "training" and default.name == "serving default"
     assert rep.label_source == "target-tail"  # the data's deepest slot is h9 of 12: layers 9..11 were run
     assert trained.top1 >= 0.6
-    assert default.top1 <= trained.top1 - 0.05
+    assert default.top1 <= trained.top1 - 0.12  # the issue: at least 0.12 less
     assert trained.predicted_accept_len > default.predicted_accept_len
     # the same figures the world measured on these sequences with its own evaluation
     m = demo_world.metrics
