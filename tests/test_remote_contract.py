@@ -358,3 +358,12 @@ async def test_follow_resumes_across_two_rotations_while_away(host: Host, tmp_pa
     async with host.follow(str(log), cursor) as fol:
         items = await collect(fol, lambda ls, it: "c1" in ls)
     assert lines_of(items) == ["a2", "b1", "c1"]
+
+
+async def test_follow_of_an_unreadable_path_is_one_clear_error(host: Host, tmp_path: Path) -> None:
+    from eagle3_tui.remote import HostError
+
+    with pytest.raises(HostError, match=r"cannot follow .*Is a directory"):
+        async with host.follow(str(tmp_path), start="begin") as fol:
+            async for _ in fol:
+                pass

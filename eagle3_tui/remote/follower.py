@@ -385,6 +385,10 @@ if __name__ == "__main__":
         main(sys.argv[1:])
     except (BrokenPipeError, KeyboardInterrupt):
         pass
+    except OSError as exc:  # unreadable path, a directory...: one clear line for the client
+        sys.stderr.write(f"cannot follow {exc.filename or sys.argv[1]}: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+        os._exit(2)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
