@@ -55,7 +55,11 @@ command -v tmux >/dev/null || { echo "tmux not installed" >&2; exit 2; }
 
 # Keep the pane after the app exits so its exit status can be read.
 T new-session -d -s "$SESSION" -x 120 -y 40 \
-    "env EAGLE3_TUI_DATA_DIR='$WORK/data' TERM=xterm-256color '$BIN' --demo; echo \"APP-EXIT \$?\"; sleep 30"
+    "unset COLUMNS LINES; sleep 1; env EAGLE3_TUI_DATA_DIR='$WORK/data' TERM=xterm-256color '$BIN' --demo; echo \"APP-EXIT \$?\"; sleep 30"
+# Without an attached client tmux may fall back to 80x24: pin the window to 120x40 before the app
+# starts (it sleeps 1 s), and keep COLUMNS/LINES out of its environment (they would override the pty size).
+T set-option -t "$SESSION" window-size manual >/dev/null
+T resize-window -t "$SESSION" -x 120 -y 40
 
 # 1. The status bar, then the first decode stats (the world may be built first).
 wait_for "eagle3-tui|demo" 60 "the first frame"
