@@ -6,9 +6,10 @@ So the fast path works on 256 KiB blocks with a few C-level passes:
 1. one `findall` finds the lines that are *not* plain SGLang stat or access lines
    (`[date time RANKS] Decode b…`, `… Prefill b…`, `… INFO: …`);
 2. those odd lines are checked at once for the byte strings (`KEY_NEEDLES`) that every line
-   `parse_line` would turn into a decode, readiness, start, failure or warning event holds;
-   the rare ones that do are fed, in order, through `LogReader` (with the traceback that follows
-   a failure), and the stretches between them are read in bulk;
+   `parse_line` turns into a decode, readiness, start, failure or warning event holds (request
+   log lines, whose text parse_line ignores, only for the stat-value strings); the rare lines
+   that hold one are fed, in order, through `LogReader` (with the traceback that follows a
+   failure), and the stretches between them are read in bulk;
 3. in a stretch, `findall` pulls out every `gen throughput` value (one per decode line: their
    number is the decode line count) and every `accept len` value, handed to the sink as printed
    texts; the first (accept len, accept rate) pairs of a run are taken too.
@@ -16,7 +17,12 @@ So the fast path works on 256 KiB blocks with a few C-level passes:
 `fast=False` feeds every line through `LogReader`: the reference the fast path is tested against
 (tests/test_replay.py). The two agree on anything SGLang writes; they can differ only on lines
 built to look like a stat line and not be one (e.g. `[a 19-char bracket] Decode batchy ...`).
+Logs whose every line is wrapped by another logger (Ray, Kubernetes, Python logging) have no
+plain lines: they are read correctly, but line by line (about 10x slower).
 Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
+
+Measured (benchmarks/parse_bench.py, 1,008,128 lines, 2-core shared machine): about 1/8 of
+`LC_ALL=C grep -c 'accept len'`'s speed, 43 MB peak RSS whatever the file size.
 """
 
 from __future__ import annotations
