@@ -109,3 +109,30 @@ async def test_cancel_ends_the_remote_job(jmini: Mini, tmp_path: Path, ssh_host)
         await asyncio.sleep(0.1)
     assert _check_procs() == []
     assert _leftovers() == before
+
+
+def test_flat_script_runs_isolated_and_exits_when_stdin_closes(jmini: Mini, tmp_path: Path) -> None:
+    """The shipped files work as plain siblings under `python -I` (no package, no site dirs from the
+    environment), print JSON lines, and end when stdin closes even while blocked."""
+    import json
+    import subprocess
+    import sys
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name, data in checkjob.script_sources().items():
+        (flat / name).write_bytes(data)
+    argv = [sys.executable, "-I", "-u", str(flat / "accuracy.py"), "--draft", str(jmini.draft), "--data", jmini.v1,
+            "--target", str(jmini.target), "--steps", "2", "--threads", "1"]
+    done = subprocess.run([*argv, "--no-stdin-watch"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and events[0]["event"] == "start" and events[-1]["event"] == "done"
+    assert events[-1]["report"]["wirings"][0]["top1"] == 1.0
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    argv[argv.index("--target") + 1] = str(fifo)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert json.loads(proc.stdout.readline())["event"] == "start"  # now blocked reading the FIFO
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0  # the timeout only guards against a hang
+    proc.stdout.close()
