@@ -500,7 +500,7 @@ def parse_line(text: str) -> LogEvent:
 
 def _parse(text: str) -> LogEvent:
     text = text.rstrip("\r\n")
-    if len(text) > MAX_LINE or "\x00" in text:
+    if len(text) > MAX_LINE:
         return Other(line=text)
     m = _STATS_HEADER.search(text)
     if _REQUEST_LOG.search(text, 0, m.start() if m is not None else len(text)) is not None:

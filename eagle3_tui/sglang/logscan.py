@@ -146,9 +146,6 @@ class _Scanner:
 
     def fast_range(self, block: bytes, start: int, end: int) -> None:
         """The lines of block[start:end] (separated by newlines, none at the end), in bulk."""
-        if block.find(b"\x00", start, end) >= 0:  # parse_line rejects lines with NULs: keep its view
-            self.slow_range(block, start, end)
-            return
         if not self.result.recognized and (
             _PLAIN_AT.match(block, start, end) or _PLAIN_ANY.search(block, start, end)
         ):
