@@ -13,6 +13,7 @@ from eagle3_tui.sglang.logline import (
     HttpAccess,
     LogReader,
     PrefillStats,
+    ServerArgs,
     ServerReady,
     parse_line,
 )
@@ -148,6 +149,9 @@ def test_server_http_api_and_clean_stop(sim_server) -> None:
     assert srv.stop() == 0
     events = _events(srv.log_text())
     assert any(isinstance(e, ServerReady) for e in events)
+    args = [e for e in events if isinstance(e, ServerArgs)]
+    assert args and args[0].get_int("speculative_num_draft_tokens") == 2
+    assert args[0].get_str("speculative_algorithm") == "EAGLE3"
     assert any(isinstance(e, HttpAccess) and e.path == "/generate" and e.status == 200 for e in events)
     assert any("adjusted to speculative_num_steps + 1" in getattr(e, "line", "") for e in events)
     decodes = [e for e in events if isinstance(e, DecodeStats)]
@@ -164,7 +168,7 @@ def test_embed_layer_id_without_patch_fails_like_sglang(sim_server) -> None:
     assert "TypeError" in failures[0].last_line and "NoneType" in failures[0].last_line
 
 
-def _serve_prompts(srv, n_tokens: int = 48) -> tuple[float, list[dict]]:
+def _serve_prompts(srv, n_tokens: int = 40) -> tuple[float, list[dict]]:
     metas = []
     with httpx.Client(base_url=srv.base_url, timeout=60) as c:
         for p in PROMPTS:

@@ -126,6 +126,7 @@ def test_ensure_world_builds_once_for_concurrent_callers(tmp_path: Path) -> None
 
 def _evaluate(world: World) -> dict[str, dict[str, float]]:
     """Recompute quality from the files on disk: held-out data, the draft, the target's greedy tokens."""
+    torch.set_num_threads(1)  # the machine is shared; more threads only contend
     tcfg = json.loads((world.target_dir / "config.json").read_text())
     target = TargetModel.from_tensors(tcfg, load_file(str(world.target_dir / "model.safetensors")))
     dcfg = json.loads((world.draft_dir / "config.json").read_text())

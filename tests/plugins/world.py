@@ -47,8 +47,11 @@ SPEC_ARGS = (
 
 @pytest.fixture(scope="session")
 def demo_world() -> Any:
+    import torch
+
     from eagle3_tui.sim.world import ensure_world
 
+    torch.set_num_threads(1)  # a 2-core machine shared by parallel work: one thread builds fastest
     return ensure_world(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
