@@ -1,0 +1,150 @@
+"""What the UI renders and hears from a `Session`: read-only views and the events passed to listeners.
+
+Plain frozen dataclasses: a view is replaced, never mutated, so a widget can compare the old and the
+new snapshot. `eagle3_tui.session` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from eagle3_tui.errors import UserError
+from eagle3_tui.sglang.logline import LogEvent
+
+
+class ReadOnlyError(UserError):
+    """A change was asked of a read-only session."""
+
+
+class RestartFailed(UserError):
+    """The relaunched server failed or missed its deadline; `session.server.log_tail` has the log."""
+
+
+# ---------------------------------------------------------------- views
+
+
+@dataclass(frozen=True)
+class ConnView:
+    kind: Literal["connecting", "connected", "reconnecting", "failed", "local"] = "connecting"
+    attempt: int = 0
+    next_try_s: float | None = None
+    reason: str | None = None
+
+
+ServerState = Literal["unknown", "starting", "ready", "failed", "stopped"]
+
+
+@dataclass(frozen=True)
+class ServerView:
+    state: ServerState = "unknown"
+    pid: int | None = None
+    pgid: int | None = None
+    started_at: float | None = None
+    port: int | None = None
+    speculative: bool = False
+    algorithm: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None  # effective
+    requested_draft_tokens: int | None = None  # what the flag says
+    adjusted: tuple[str, ...] = ()
+    layer_ids: tuple[int, ...] | None = None
+    boundaries: tuple[int, ...] | None = None
+    active_preset: str | None = None
+    log_path: str | None = None
+    log_tail: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+    kind: str | None = None
+    accept_len_server: float | None = None
+    version: str | None = None
+    message: str = ""
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class ConnectionChanged:
+    conn: ConnView
+
+
+@dataclass(frozen=True)
+class ServerChanged:
+    server: ServerView
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    lines: list[str]
+    events: list[LogEvent]
+
+
+@dataclass(frozen=True)
+class StatsUpdated:
+    pass
+
+
+@dataclass(frozen=True)
+class FindingsChanged:
+    findings: list[Any]
+
+
+@dataclass(frozen=True)
+class RestartProgress:
+    phase: str  # stopping, port, launching, loading, ready, failed
+    message: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class CheckProgress:
+    done: int
+    total: int
+    eta_s: float | None
+    wiring: str | None
+
+
+@dataclass(frozen=True)
+class CheckFinished:
+    report: Any
+    error: str | None
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class BenchFinished:
+    result: Any
+    error: str | None
+
+
+@dataclass(frozen=True)
+class LedgerChanged:
+    pass
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    severity: Literal["information", "warning", "error"] = "information"
+
+
+SessionEvent = (
+    ConnectionChanged
+    | ServerChanged
+    | LogBatch
+    | StatsUpdated
+    | FindingsChanged
+    | RestartProgress
+    | CheckProgress
+    | CheckFinished
+    | BenchProgress
+    | BenchFinished
+    | LedgerChanged
+    | Notice
+)
