@@ -39,7 +39,8 @@ else:  # plain files copied side by side
     import datasets as ds_mod  # type: ignore[no-redef]
     import wiring as wr  # type: ignore[no-redef]
 
-Emit = Callable[[dict], None]
+# what receives each event (a string, so the shipped file also runs on Python 3.8)
+Emit = "Callable[[dict], None]"
 
 
 @dataclass
@@ -746,6 +747,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             except BrokenPipeError:
                 os._exit(0)
 
+    for mod in ("torch", "safetensors"):
+        try:
+            __import__(mod)
+        except Exception as err:
+            emit({"event": "error", "kind": "input", "message": (
+                f"{sys.executable} cannot import {mod} ({err}): the check needs torch and safetensors")})
+            return 2
     try:
         run_check(opts, emit)
     except ck.BadInput as err:

@@ -10,7 +10,6 @@ Stdlib only: also copied as a plain file next to accuracy.py.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import struct
@@ -372,7 +371,7 @@ def _check_d2t(info: TensorInfo, s: DraftSizes, values: Sequence[int] | None) ->
             f"d2t maps {len(bad)} draft ids outside the target vocabulary 0..{s.vocab - 1} "
             f"(draft id {i} -> {t}); d2t holds offsets: target id = draft id + d2t[draft id]"))]
     targets = [i + v for i, v in enumerate(values)]
-    if any(b <= a for a, b in itertools.pairwise(targets)):
+    if any(targets[i + 1] <= targets[i] for i in range(len(targets) - 1)):  # no pairwise: Python 3.8
         dup = len(targets) - len(set(targets))
         return [CheckpointIssue("d2t-range", "d2t", (
             f"d2t does not map draft ids to ascending target ids ({dup} duplicates); it may hold absolute "

@@ -115,7 +115,7 @@ def _torch_load(path: str) -> Any:
             return torch.load(buf, map_location="cpu", weights_only=True)
         try:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:  # the legacy (non-zip) format cannot be memory-mapped
+        except (RuntimeError, TypeError):  # legacy (non-zip) files cannot be mapped; torch < 2.1 has no mmap
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a broken file
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
