@@ -9,6 +9,9 @@ any thread is safe and the UI thread does the rendering.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -120,6 +123,7 @@ class Eagle3App(App[int]):
         self.jobs: dict[str, Worker[Any]] = {}
         self.restarting = False
         self.quitting = False
+        self.exit_cleanup: Callable[[], None] | None = None  # launch.py's temp-dir removal, for a hang-up
         self.panes_ready = False
         self.session_wired = False
 
@@ -188,6 +192,13 @@ class Eagle3App(App[int]):
 
     def on_mount(self) -> None:
         self.screen.set_class(self.size.height < 32, "-short")
+        if not self.is_headless:
+            # A closed terminal (SIGHUP) or a kill (SIGTERM) quits through the normal path, so the
+            # demo's server is stopped rather than left running.
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self._on_signal, sig == signal.SIGHUP)
         if self.keymap:
             self.set_keymap(self.keymap)
         for reason in self._theme_errors:
@@ -734,6 +745,21 @@ class Eagle3App(App[int]):
             )
             return
         await self.shutdown_and_exit()
+
+    def _on_signal(self, hangup: bool) -> None:
+        self.run_worker(self._hangup() if hangup else self.shutdown_and_exit(), group="quit", exit_on_error=False)
+
+    async def _hangup(self) -> None:
+        """The terminal is gone: stop what we started, then leave at once. Textual's own exit would
+        block writing the terminal-restore sequence to a tty that no longer exists."""
+        self.quitting = True
+        if self.session is not None and self.on_exit_hook is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.on_exit_hook(self.session), 60)
+        if self.exit_cleanup is not None:
+            with contextlib.suppress(Exception):
+                self.exit_cleanup()
+        os._exit(129)
 
     async def shutdown_and_exit(self) -> None:
         if self.quitting:

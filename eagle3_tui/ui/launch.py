@@ -119,6 +119,7 @@ def build_app(args: argparse.Namespace, **app_kwargs: Any) -> tuple[Any, Callabl
 def run_console(args: argparse.Namespace) -> int:
     """Entry from cli.py when no subcommand is given."""
     app, cleanup = build_app(args)
+    app.exit_cleanup = cleanup
     try:
         code = app.run()
     finally:

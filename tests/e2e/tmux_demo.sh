@@ -17,8 +17,20 @@ SESSION="demo"
 WORK="$(mktemp -d)"
 T() { tmux -L "$SOCK" "$@"; }
 
+SERVER_PID=""
 cleanup() {
+    # Quit the console the normal way first (it stops the demo server), then tear tmux down.
+    if T has-session -t "$SESSION" 2>/dev/null; then
+        T send-keys -t "$SESSION" q 2>/dev/null || true
+        for _ in $(seq 1 75); do
+            T capture-pane -p -t "$SESSION" 2>/dev/null | grep -q "APP-EXIT" && break
+            sleep 0.2
+        done
+    fi
     T kill-server 2>/dev/null || true
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM -- "-$SERVER_PID" 2>/dev/null || kill -TERM "$SERVER_PID" 2>/dev/null || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
