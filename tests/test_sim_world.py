@@ -174,3 +174,15 @@ def test_demo_world_reaches_the_quality_bar(demo_world: World) -> None:
     # world.json carries the build's own measurements
     assert demo_world.metrics["trained"]["top1"] >= 0.6
     assert demo_world.fix_layer_ids == [-1, 1, 5]
+
+
+def test_world_cli_builds_a_small_world(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eagle3_tui.sim.world import main
+
+    assert main(["build", str(tmp_path / "w"), "--small", "--seed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "[world] target done" in out and out.strip().endswith(str(tmp_path / "w"))
+    meta = json.loads((tmp_path / "w" / "world.json").read_text())
+    assert meta["slot_boundaries"] == [0, 2, 4, 5]
+    assert meta["fix_layer_ids"] == [b - 1 for b in meta["slot_boundaries"][:-1]]
+    assert World.load(tmp_path / "w").draft_dir.is_dir()

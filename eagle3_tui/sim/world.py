@@ -373,7 +373,7 @@ def small_recipe(seed: int = 0) -> Any:
 
     return replace(
         Recipe(seed=seed),
-        num_layers=6,
+        num_layers=8,
         hidden_size=32,
         heads=2,
         intermediate_size=64,
@@ -386,7 +386,7 @@ def small_recipe(seed: int = 0) -> Any:
         draft_intermediate_size=64,
         draft_steps=3,
         draft_batch=4,
-        slot_boundaries=(0, *sglang_default_boundaries(6)),
+        slot_boundaries=(0, *sglang_default_boundaries(8)),
     )
 
 
