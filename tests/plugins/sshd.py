@@ -7,11 +7,13 @@ Fixtures (imported by tests/conftest.py, so every test can use them by name):
   the host key, and an ssh_config that defines a Host alias for it. Attributes: `host`
   ("127.0.0.1"), `port`, `user` (whoever runs the tests; root here and in CI), `dir`, `host_key`,
   `client_key` (private key path; `.pub` beside it), `known_hosts`, `ssh_config` (file path),
-  `alias` ("eagle3-test-sshd"), `pid` (the listener), `log_path`. Methods: `stop()` (listener and
-  every connection it serves), `start()` (same port, keys and config), `kill_connection(local_port,
-  sig=SIGKILL)` (signal the sshd process serving the client whose local TCP port is given: how
-  tests cut a connection from the server side; SIGSTOP makes a black hole), `kill_connections()` (all of them), `connect_kwargs()` (plain
-  asyncssh.connect keywords, no config file), `log_text()`.
+  `alias` ("eagle3-test-sshd"), `pid` (the listener), `log_path`. Methods: `make_host(target=alias,
+  **kw)` (an unconnected `SSHHost` with the test defaults below; `await host.connect()`), `stop()`
+  (listener and every connection it serves), `start()` (same port, keys and config),
+  `kill_connection(local_port, sig=SIGKILL)` (signal the sshd process serving the client whose
+  local TCP port is given: how tests cut a connection from the server side; SIGSTOP makes a black
+  hole), `kill_connections()` (all of them), `connect_kwargs()` (plain asyncssh.connect keywords,
+  no config file), `host_public_key_line()`, `log_text()`.
 - `sshd_bastion` (session): a second sshd used as a ProxyJump bastion; `.ssh_config` defines
   `eagle3-test-bastion` and `eagle3-test-via-bastion` (the `sshd` target reached through it, with
   `ProxyJump eagle3-test-bastion`), plus the target alias.
