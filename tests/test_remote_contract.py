@@ -367,3 +367,15 @@ async def test_follow_of_an_unreadable_path_is_one_clear_error(host: Host, tmp_p
         async with host.follow(str(tmp_path), start="begin") as fol:
             async for _ in fol:
                 pass
+
+
+async def test_write_atomic_through_a_symlink_keeps_the_link(host: Host, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    target = real / "config.json"
+    target.write_text("old\n")
+    link = tmp_path / "config.json"
+    link.symlink_to(target)
+    res = await host.write_atomic(str(link), "new\n", expect_sha256=hashlib.sha256(b"old\n").hexdigest())
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert res.backup_path is not None and Path(res.backup_path).parent == real
