@@ -12,7 +12,6 @@ read-only refuses. Benchmarks are tiny (CPU is scarce); no wall-clock thresholds
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import socket
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile, demo_profile
 from eagle3_tui.session import ReadOnlyError, RestartFailed, RestartProgress, Session
+from eagle3_tui.session_presets import set_flags
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _sha(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def _profile(world, tmp_path: Path) -> Profile:
+    """The demo profile (the seeds' broken flags), with one background request instead of four: CPU is scarce."""
+    profile = demo_profile(world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile.launch_command = set_flags(profile.launch_command, {"sim-background-load": 1})
+    profile.demo = False  # behave like a real host profile (read-only would refuse starting it)
+    return profile
 
 
 @pytest.fixture
@@ -209,8 +213,7 @@ async def _stop(session: Session) -> None:
 
 
 async def test_story_through_localhost(demo_world, tmp_path, ledger_dir):
-    profile = demo_profile(demo_world, port=_free_port(), state_dir=tmp_path / "demo")
-    profile.demo = False  # behave like a real host profile (read-only would refuse starting it)
+    profile = _profile(demo_world, tmp_path)
     session = Session(profile)
     try:
         await _story(session, demo_world, full=True)
@@ -229,9 +232,8 @@ async def test_story_through_localhost(demo_world, tmp_path, ledger_dir):
 
 
 async def test_story_through_ssh(demo_world, tmp_path, ledger_dir, ssh_host):
-    profile = demo_profile(demo_world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile = _profile(demo_world, tmp_path)
     profile.local = False
-    profile.demo = False
     profile.name = "ssh-demo"
     session = Session(profile, host=ssh_host)
     try:
