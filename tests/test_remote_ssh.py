@@ -153,7 +153,8 @@ async def test_follow_survives_an_outage_longer_than_the_backoff_cap(sshd: SshdS
                 f.write(f"{i}\n")
         await asyncio.sleep(1.0)  # five times the cap: several capped retries
         waits = [s.wait_s for s in states if s.kind == "reconnecting"]
-        assert waits and max(waits) == 0.2 and waits.count(0.2) >= 2
+        assert waits[:3] == [0.05, 0.1, 0.2] and waits.count(0.2) >= 2 and max(waits) == 0.2
+        assert [s.attempt for s in states if s.kind == "reconnecting"][:4] == [1, 2, 3, 4]
         sshd.start()
         with open(log, "a") as f:
             for i in range(21, 31):

@@ -312,26 +312,28 @@ class SSHHost(Host):
             self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
     async def _supervise(self) -> None:
+        """Own the connection: connect, wait for it to drop, back off (doubling up to the cap),
+        reconnect. `reconnecting(n, wait)` announces retry n after `wait` seconds."""
         initial, cap = self._backoff
         delay = initial
-        attempt = 0
+        retry = 0
         ever = False
         while not self._closed:
-            attempt += 1
-            if not ever and attempt == 1:
+            if not ever and retry == 0:
                 self._set_state(ConnState("connecting", attempt=1))
             try:
                 conn = await self._connect_once()
             except HostError as exc:  # host key, authentication, unreadable config: the user must act
                 self._fatal = exc
-                self._set_state(ConnState("failed", attempt=attempt, reason=str(exc)))
+                self._set_state(ConnState("failed", attempt=retry + 1, reason=str(exc)))
                 self._ready.set()
                 return
             except _TRANSIENT as exc:
                 self.last_error = _describe(exc)
                 if not ever:
                     self._first_failure.set()
-                self._set_state(ConnState("reconnecting", attempt=attempt, wait_s=delay, reason=self.last_error))
+                retry += 1
+                self._set_state(ConnState("reconnecting", attempt=retry, wait_s=delay, reason=self.last_error))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, cap)
                 continue
@@ -339,7 +341,7 @@ class SSHHost(Host):
                 conn.close()
                 return
             ever = True
-            attempt = 0
+            retry = 0
             delay = initial
             self._conn = conn
             self.generation += 1
@@ -351,11 +353,10 @@ class SSHHost(Host):
             if self._closed:
                 return
             self.last_error = "connection lost"
-            attempt = 1
-            self._set_state(ConnState("reconnecting", attempt=1, wait_s=delay, reason=self.last_error))
+            retry = 1
+            self._set_state(ConnState("reconnecting", attempt=retry, wait_s=delay, reason=self.last_error))
             await asyncio.sleep(delay)
             delay = min(delay * 2, cap)
-            attempt = 0
 
     async def _get_conn(self, timeout: float | None = None) -> asyncssh.SSHClientConnection:
         self._ensure_started()
