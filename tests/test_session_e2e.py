@@ -145,8 +145,12 @@ async def _story(session: Session, world, *, full: bool) -> None:
     assert session.server.state == "ready" and session.server.argv == argv_before
     c = await session.client()
     assert await c.health()
-    # --- rollback again: the draft config comes back byte for byte (the original: no layer-id key)
-    await session.rollback()
+    # --- rollback again, from another process (`eagle3-tui rollback`): the draft config comes back
+    # byte for byte (the original: no layer-id key), found from the undo stack this machine keeps
+    out = await asyncio.to_thread(_cli, session, world, "rollback", "--yes")
+    assert "ready" in out and "server: ready" in out.splitlines()[-1]
+    await session.refresh_servers()
+    await session._read_launch_facts()
     assert session.server.state == "ready" and session.server.layer_ids is None
     if original is not None:
         assert Path(config).read_bytes() == original
@@ -176,36 +180,39 @@ async def _baseline(session: Session) -> None:
     print(f"baseline {base.output_tps:.1f} tok/s, speculative {spec.output_tps:.1f} tok/s")
 
 
-async def _headless_commands(session: Session, world) -> None:
-    """`eagle3-tui doctor --json`, `watch --no-ui`, `bench` against the running server (own event loops)."""
+def _cli(session: Session, world, *argv: str) -> str:
+    """Run `eagle3-tui ARGV --local` against the session's server and state dir; its stdout."""
     import contextlib
     import io
-    import json
 
     from tests.test_hostcmds import run
 
     prof = Path(session.profile.local_state_dir()).parent / "hosts.toml"
     prof.write_text(f'[localhost]\ndata_slots = {list(world.slot_boundaries)}\n'
-                    f'state_dir = "{prof.parent / "cli"}"\n')
-    base = ["--local", "--profile", str(prof), "--port", str(session.server.port)]
+                    f'state_dir = "{session.profile.local_state_dir()}"\n')
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run([*argv, "--local", "--profile", str(prof), "--port", str(session.server.port)]) == 0
+    return out.getvalue()
 
-    def cli(argv: list[str]) -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert run(argv) == 0
-        return out.getvalue()
 
-    doc = json.loads(await asyncio.to_thread(cli, ["doctor", "--json", *base]))
+async def _headless_commands(session: Session, world) -> None:
+    """`eagle3-tui doctor --json`, `watch --no-ui`, `bench` against the running server (own event loops)."""
+    import json
+
+    doc = json.loads(await asyncio.to_thread(_cli, session, world, "doctor", "--json"))
     ids = {f["rule_id"] for f in doc["findings"]}
     assert {"steps-override", "wiring-mismatch"} <= ids and doc["server"]["draft_tokens"] == 2
-    watch = await asyncio.to_thread(cli, ["watch", "--no-ui", "--count", "1", "--duration", "60", *base])
+    watch = await asyncio.to_thread(_cli, session, world, "watch", "--no-ui", "--count", "1", "--duration", "60")
     assert "accept len" in watch.splitlines()[-1]
-    bench = await asyncio.to_thread(cli, ["bench", "-n", "2", "-c", "1", "--max-tokens", "8", *base])
+    bench = await asyncio.to_thread(_cli, session, world, "bench", "-n", "2", "-c", "1", "--max-tokens", "8")
     assert "2/2 requests ok" in bench and "output tok/s" in bench
 
 
 async def _stop(session: Session) -> None:
     try:
+        if not session.restarting:
+            await session.refresh_servers()  # a relaunch by another process has a new group
         if session.server.pgid and not session.restarting:
             await session.stop_server()
     finally:
