@@ -7,6 +7,7 @@ widgets read those variables, so a theme decides what "good accept length" looks
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,11 @@ def builtin_theme_dir() -> Path:
 
 
 def user_theme_dir() -> Path:
-    """Where users drop their own theme files."""
+    """Where users drop their own theme files: <config dir>/themes (the config dir hosts.toml lives in,
+    `EAGLE3_TUI_CONFIG_DIR` overriding it as it does for profiles)."""
+    env = os.environ.get("EAGLE3_TUI_CONFIG_DIR")
+    if env:
+        return Path(env) / "themes"
     from platformdirs import user_config_dir
 
     return Path(user_config_dir("eagle3-tui")) / "themes"

@@ -128,6 +128,12 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         # accuracy check: start, cancel (the job on the host ends), start again, results side by side
         await pilot.press("c")
         await wait_until(pilot, lambda: app._busy("check"), "the check to start", 10)
+        # quitting while a check runs asks first; "n" keeps everything running
+        await pilot.press("q")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ConfirmModal", "the quit confirmation", 10)
+        assert "check" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        assert not app.quitting and app._busy("check")
         await pilot.pause(1.0)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app._busy("check"), "the check to stop", 30)

@@ -201,3 +201,27 @@ def test_shipped_themes_are_valid_and_complete():
     for f in files:
         text = f.read_text()
         assert all(f"{k} =" in text for k in SEMANTIC_DEFAULTS), f.name
+
+
+async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch):
+    """`eagle3-tui --local` through launch.build_app: the session is built after the first frame and
+    attaches through LocalHost; with no server and no launch command the console says so, no crash."""
+    import argparse
+
+    from eagle3_tui.ui.launch import build_app
+
+    args = argparse.Namespace(host=None, local=True, profile=None, readonly=True, demo=False, accept_new_host_key=False)
+    app, cleanup = build_app(args, theme_dirs=[builtin_theme_dir()])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
+        for _ in range(100):
+            if app.session.conn.kind == "local" and app.session.server.state != "unknown":
+                break
+            await pilot.pause(0.1)
+        status = str(app.query_one("#status").render())
+        assert "● local" in status and "READONLY" in status
+        assert app.session.server.state in ("stopped", "unknown")
+        await pilot.press("b")  # a benchmark with no server: a toast, not a crash
+        await pilot.pause(0.5)
+        assert any("benchmark" in n.message for n in app._notifications)
+    cleanup()
