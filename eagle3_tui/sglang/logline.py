@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "KEY_NEEDLES",
@@ -239,8 +240,18 @@ def parse_timestamp(text: str) -> float | None:
     return epoch_of(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5))
 
 
+_rank_cache: dict[str, dict[str, int]] = {}
+
+
 def _ranks(tags: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(2)) for m in _RANK.finditer(tags)} if tags else {}
+    if not tags:
+        return {}
+    known = _rank_cache.get(tags)
+    if known is None:
+        known = {m.group(1): int(m.group(2)) for m in _RANK.finditer(tags)}
+        if len(_rank_cache) < 1024:
+            _rank_cache[tags] = known
+    return dict(known)
 
 
 def split_prefix(text: str, end: int | None = None) -> tuple[float | None, dict[str, int], int]:
@@ -281,42 +292,27 @@ def _strip_wrappers(text: str) -> int:
 _STATS_HEADER = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ?")
 
 
-def _int(value: str | None) -> int | None:
+def _num(kv: dict[str, str], key: str, conv: type[int] | type[float], bad: dict[str, str]) -> Any:
+    """kv[key] converted, or None; a value that does not convert is noted in `bad`."""
+    value = kv.get(key)
     if value is None:
         return None
     try:
-        return int(value)
+        return conv(value)
     except ValueError:
+        bad[key] = value
         return None
-
-
-def _float(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def _bool(value: str | None) -> bool | None:
-    if value == "True":
-        return True
-    if value == "False":
-        return False
-    return None
 
 
 def _pairs(body: str) -> dict[str, str]:
-    """`key: value, key: value, ` → dict; pieces without `: ` are kept under their own text."""
+    """`key: value, key: value, ` → dict; a piece without `: ` is split at its first `:`."""
     out: dict[str, str] = {}
     for piece in body.rstrip().rstrip(",").split(", "):
-        piece = piece.strip()
-        if not piece:
-            continue
         key, sep, value = piece.partition(": ")
         if not sep:
-            key, sep, value = piece.partition(":")
+            if not piece.strip():
+                continue
+            key, _, value = piece.partition(":")
         out[key.strip()] = value.strip()
     return out
 
@@ -347,77 +343,61 @@ def _stats(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
     kv = _pairs(text[m.end() :])
     if ts is None and "timestamp" in kv:
         ts = parse_timestamp(kv["timestamp"])
-    iteration = _int(m.group(2))
-    usage = _float(kv.get("token usage"))
+    it = m.group(2)
+    iteration = int(it) if it else None
+    bad: dict[str, str] = {}  # known keys whose value did not parse: kept in `extra`
+    usage = _num(kv, "token usage", float, bad)
     if usage is None:
         for key in _USAGE_FALLBACKS:
-            usage = _float(kv.get(key))
-            if usage is not None:
-                break
+            if key in kv:
+                usage = _num(kv, key, float, {})
+                if usage is not None:
+                    break
     if m.group(1) == "Decode":
-        backend = next((k for k in _GRAPH_KEYS if k in kv), None)
-        typed = {
-            "running_req": _int(kv.get("#running-req")),
-            "queue_req": _int(kv.get("#queue-req")),
-            "accept_len": _float(kv.get("accept len")),
-            "accept_rate": _float(kv.get("accept rate")),
-            "gen_throughput": _float(kv.get("gen throughput (token/s)")),
-            "num_token": _int(kv.get("#token")),
-        }
-        extra = _extra(kv, _DECODE_TYPED, typed, {
-            "#running-req": "running_req",
-            "#queue-req": "queue_req",
-            "accept len": "accept_len",
-            "accept rate": "accept_rate",
-            "gen throughput (token/s)": "gen_throughput",
-            "#token": "num_token",
-        })
-        graph = _bool(kv.get(backend)) if backend else None
-        if backend and graph is None:
-            extra[backend] = kv[backend]
-        if "token usage" in kv and _float(kv["token usage"]) is None:
-            extra["token usage"] = kv["token usage"]
-        return DecodeStats(
+        extra = {k: v for k, v in kv.items() if k not in _DECODE_TYPED}
+        backend = graph = None
+        for key in _GRAPH_KEYS:
+            if key in kv:
+                backend = key
+                value = kv[key]
+                graph = True if value == "True" else False if value == "False" else None
+                if graph is None:
+                    bad[key] = value
+                break
+        ev: DecodeStats | PrefillStats = DecodeStats(
             timestamp=ts,
             ranks=ranks,
+            running_req=_num(kv, "#running-req", int, bad),
+            queue_req=_num(kv, "#queue-req", int, bad),
             token_usage=usage,
+            accept_len=_num(kv, "accept len", float, bad),
+            accept_rate=_num(kv, "accept rate", float, bad),
+            gen_throughput=_num(kv, "gen throughput (token/s)", float, bad),
             graph=graph,
             extra=extra,
             line=text,
+            num_token=_num(kv, "#token", int, bad),
             iteration=iteration,
             graph_backend=backend,
-            **typed,
         )
-    typed = {
-        "new_seq": _int(kv.get("#new-seq")),
-        "new_token": _int(kv.get("#new-token")),
-        "cached_token": _int(kv.get("#cached-token")),
-        "running_req": _int(kv.get("#running-req")),
-        "queue_req": _int(kv.get("#queue-req")),
-    }
-    extra = _extra(kv, _PREFILL_TYPED, typed, {
-        "#new-seq": "new_seq",
-        "#new-token": "new_token",
-        "#cached-token": "cached_token",
-        "#running-req": "running_req",
-        "#queue-req": "queue_req",
-    })
-    if "token usage" in kv and _float(kv["token usage"]) is None:
-        extra["token usage"] = kv["token usage"]
-    return PrefillStats(
-        timestamp=ts, ranks=ranks, token_usage=usage, extra=extra, line=text, iteration=iteration, **typed
-    )
-
-
-def _extra(
-    kv: dict[str, str], typed_keys: frozenset[str], typed: dict[str, object], names: dict[str, str]
-) -> dict[str, str]:
-    """Unknown keys, plus known keys whose value did not parse (so nothing printed is lost)."""
-    extra = {k: v for k, v in kv.items() if k not in typed_keys}
-    for key, attr in names.items():
-        if key in kv and typed[attr] is None:
-            extra[key] = kv[key]
-    return extra
+    else:
+        extra = {k: v for k, v in kv.items() if k not in _PREFILL_TYPED}
+        ev = PrefillStats(
+            timestamp=ts,
+            ranks=ranks,
+            new_seq=_num(kv, "#new-seq", int, bad),
+            new_token=_num(kv, "#new-token", int, bad),
+            cached_token=_num(kv, "#cached-token", int, bad),
+            token_usage=usage,
+            running_req=_num(kv, "#running-req", int, bad),
+            queue_req=_num(kv, "#queue-req", int, bad),
+            extra=extra,
+            line=text,
+            iteration=iteration,
+        )
+    if bad:
+        extra.update(bad)
+    return ev
 
 
 # --- other events ------------------------------------------------------------------------------
@@ -466,8 +446,8 @@ KEY_NEEDLES: tuple[bytes, ...] = (
     *(text.encode() for text in _WARNING_TEXTS),
 )
 # `--log-requests` lines: `Receive: obj=GenerateReqInput(...)`, `Finish: obj=..., out=...`.
-_REQUEST_LOG = re.compile(r"(?:^|\] )(?:Receive|Finish): ")
-_ACCESS = re.compile(r"(?<!\S)(\S+) - \"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
+# uvicorn: `client - "METHOD path HTTP/1.1" status`; matched after the ` - "` is found.
+_ACCESS_TAIL = re.compile(r"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
 _ARG = re.compile(r"(?<!\w)(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
 
@@ -498,32 +478,61 @@ def parse_line(text: str) -> LogEvent:
         return Other(line=text if isinstance(text, str) else repr(text))
 
 
+def _is_request_log(text: str, end: int) -> bool:
+    """A `Receive: ` / `Finish: ` request-log message starting before `end`."""
+    for marker in ("Receive: ", "Finish: "):
+        i = text.find(marker, 0, end)
+        if i == 0 or (i > 1 and text[i - 2 : i] == "] "):
+            return True
+    return False
+
+
+def _access(text: str) -> HttpAccess | None:
+    i = text.find(' - "')
+    if i <= 0:
+        return None
+    a = _ACCESS_TAIL.match(text, i + 4)
+    if a is None:
+        return None
+    c = max(text.rfind(" ", 0, i), text.rfind("\t", 0, i)) + 1
+    if c >= i:
+        return None
+    ts, _ = _message(text, c)
+    return HttpAccess(
+        timestamp=ts, client=text[c:i], method=a.group(1), path=a.group(2), status=int(a.group(3)), line=text
+    )
+
+
 def _parse(text: str) -> LogEvent:
     text = text.rstrip("\r\n")
     if len(text) > MAX_LINE:
         return Other(line=text)
-    m = _STATS_HEADER.search(text)
-    if _REQUEST_LOG.search(text, 0, m.start() if m is not None else len(text)) is not None:
+    m = _STATS_HEADER.search(text) if " batch" in text else None
+    if ("Receive: " in text or "Finish: " in text) and _is_request_log(
+        text, m.start() if m is not None else len(text)
+    ):
         return Other(line=text)  # --log-requests payloads are user data, not server status
     if m is not None:
         return _stats(text, m)
-    a = _ACCESS.search(text)
-    if a is not None:
-        ts, _ = _message(text, a.start())
-        return HttpAccess(
-            timestamp=ts, client=a.group(1), method=a.group(2), path=a.group(3), status=int(a.group(4)), line=text
-        )
+    if " HTTP/" in text:
+        acc = _access(text)
+        if acc is not None:
+            return acc
     if _READY in text:
         ts, _ = _message(text)
         return ServerReady(timestamp=ts, line=text)
-    sa = _SERVER_ARGS.search(text)
+    sa = _SERVER_ARGS.search(text) if "server_args=" in text else None
     if sa is not None:
         return _server_args(text, sa)
     for needle, kind in _FAILURES:
         if needle in text:
             ts, msg = _message(text)
             return Failure(timestamp=ts, kind=kind, message=msg, traceback=(), line=text)
-    if "Warning:" in text or _WARNING_LEVEL.search(text) or any(w in text for w in _WARNING_TEXTS):
+    if (
+        "Warning:" in text
+        or ("WARN" in text and _WARNING_LEVEL.search(text))
+        or any(w in text for w in _WARNING_TEXTS)
+    ):
         ts, msg = _message(text)
         return ServerWarning(timestamp=ts, message=msg, line=text)
     return Other(line=text)
