@@ -130,6 +130,11 @@ def test_server_http_api_and_clean_stop(sim_server) -> None:
         assert meta["spec_verify_ct"] >= 12  # at most 2 tokens per verify with 1 step
         assert meta["spec_accept_length"] == pytest.approx(24 / meta["spec_verify_ct"])
         assert meta["spec_draft_token_num"] == meta["spec_verify_ct"]
+        pair = c.post(
+            "/generate", json={"text": PROMPTS[:2], "sampling_params": {"max_new_tokens": 5}}
+        ).json()
+        assert [len(o["output_ids"]) for o in pair] == [5, 5]
+        assert c.post("/generate", json={"input_ids": {"a": 1}}).status_code == 400
         comp = c.post("/v1/completions", json={"model": "m", "prompt": PROMPTS[1], "max_tokens": 8}).json()
         assert comp["usage"]["completion_tokens"] == 8 and comp["choices"][0]["text"]
         info = c.get("/server_info").json()

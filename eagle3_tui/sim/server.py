@@ -423,28 +423,42 @@ class SimServer:
 
     # -- generation ------------------------------------------------------------------------------
     def generate_ids(self, prompt_ids: list[int], max_new_tokens: int, *, internal: bool = False) -> Request:
-        if not prompt_ids:
-            raise BadRequest("The input_ids is empty.")
-        if len(prompt_ids) + max_new_tokens > CONTEXT_LEN:
-            raise BadRequest(
-                f"Requested token count exceeds the model's maximum context length of {CONTEXT_LEN} tokens. "
-                f"You requested a total of {len(prompt_ids) + max_new_tokens} tokens."
-            )
+        return self.generate_many([prompt_ids], max_new_tokens, internal=internal)[0]
+
+    def generate_many(
+        self, prompts: list[Any], max_new_tokens: int, *, internal: bool = False
+    ) -> list[Request]:
+        """Validate every prompt, submit them together (they decode in one batch), wait for all."""
         vocab = self.engine.tokenizer.vocab_size
-        if any(not isinstance(i, int) or i < 0 or i >= vocab for i in prompt_ids):
-            raise BadRequest(f"The input_ids contains an id out of range [0, {vocab}).")
-        req = Request(
-            rid=uuid.uuid4().hex,
-            prompt_ids=list(prompt_ids),
-            max_new_tokens=max_new_tokens,
-            stop_ids=frozenset({self.engine.tokenizer.eos_id}),
-            internal=internal,
-        )
-        self.scheduler.submit(req)
-        while not req.done.wait(0.1):
-            if self.stopping.is_set() or self.scheduler.failed:
-                raise BadRequest("The server is shutting down.")
-        return req
+        for prompt_ids in prompts:
+            if not isinstance(prompt_ids, list):
+                raise BadRequest("input_ids must be a list of integers or a list of lists.")
+            if not prompt_ids:
+                raise BadRequest("The input_ids is empty.")
+            if len(prompt_ids) + max_new_tokens > CONTEXT_LEN:
+                raise BadRequest(
+                    f"Requested token count exceeds the model's maximum context length of {CONTEXT_LEN} tokens. "
+                    f"You requested a total of {len(prompt_ids) + max_new_tokens} tokens."
+                )
+            if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 or i >= vocab for i in prompt_ids):
+                raise BadRequest(f"The input_ids contains an id out of range [0, {vocab}).")
+        reqs = [
+            Request(
+                rid=uuid.uuid4().hex,
+                prompt_ids=list(p),
+                max_new_tokens=max_new_tokens,
+                stop_ids=frozenset({self.engine.tokenizer.eos_id}),
+                internal=internal,
+            )
+            for p in prompts
+        ]
+        for req in reqs:
+            self.scheduler.submit(req)
+        for req in reqs:
+            while not req.done.wait(0.1):
+                if self.stopping.is_set() or self.scheduler.failed:
+                    raise BadRequest("The server is shutting down.")
+        return reqs
 
     def meta_info(self, req: Request) -> dict[str, Any]:
         seq = req.seq
@@ -609,6 +623,9 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             else:
                 self._send(400, {"error": {"message": str(exc)}})
+        except Exception as exc:  # a bug must answer 500, like FastAPI, not drop the connection
+            self.sim.log.write(f"Exception in ASGI application\n{traceback.format_exc().rstrip()}")
+            self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
 
     # -- endpoints -------------------------------------------------------------------------------
     def health(self) -> None:
@@ -691,7 +708,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest("Either text or input_ids should be provided.")
         max_new = self._max_new(body.get("sampling_params") or {}, "max_new_tokens", 128)
         tok = self.sim.engine.tokenizer
-        batch = isinstance(text, list) if text is not None else bool(ids) and isinstance(ids[0], list)
+        batch = (
+            isinstance(text, list)
+            if text is not None
+            else isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
+        )
         prompts: list[list[int]]
         if text is not None:
             items = text if isinstance(text, list) else [text]
@@ -703,10 +724,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise BadRequest("input_ids must be a list of integers or a list of lists.")
             prompts = ids if batch else [ids]
         outs = []
-        for prompt in prompts:
-            if not isinstance(prompt, list):
-                raise BadRequest("input_ids must be a list of integers or a list of lists.")
-            req = self.sim.generate_ids(prompt, max_new)
+        for req in self.sim.generate_many(prompts, max_new):
             outs.append(
                 {
                     "text": tok.decode(req.seq.output),
@@ -733,8 +751,8 @@ class _Handler(BaseHTTPRequestHandler):
         max_new = self._max_new(body, "max_tokens", 16)
         tok = self.sim.engine.tokenizer
         choices, prompt_tokens, completion_tokens = [], 0, 0
-        for i, p in enumerate(items):
-            req = self.sim.generate_ids(tok.encode(p), max_new)
+        reqs = self.sim.generate_many([tok.encode(p) for p in items], max_new)
+        for i, req in enumerate(reqs):
             seq = req.seq
             prompt_tokens += len(seq.prompt)
             completion_tokens += len(seq.output)
