@@ -254,6 +254,10 @@ class Session(RestartMixin, LocalStateMixin):
                                  argv=self._spec.argv, message="no server running; start one with the launch command")
         if self._spec is not None:
             await self._read_launch_facts()
+        if self.server.state == "ready" and self.server.pgid:
+            with contextlib.suppress(UserError):
+                if not await (await self.client()).health(timeout=5):
+                    self._set_server(state="starting", message="attached while the server loads")
         if self.server.log_path:
             self._start_follow(self.server.log_path, start="end", last_lines=200)
         self._start_poll()
@@ -474,11 +478,20 @@ class Session(RestartMixin, LocalStateMixin):
         while not self._closed:
             self._flush_if_quiet()
             now = time.monotonic()
-            if now - last >= POLL_INTERVAL_S and self.server.state == "ready" and not self._restarting:
+            if now - last >= POLL_INTERVAL_S and not self._restarting:
                 last = now
-                with contextlib.suppress(UserError):
-                    await self.poll_server_info()
+                await self._poll_once()
             await asyncio.sleep(0.5)
+
+    async def _poll_once(self) -> None:
+        """Ready: read /server_info. Attached while it loads ("starting"): ready once /health answers."""
+        state = self.server.state
+        with contextlib.suppress(UserError):
+            if state == "ready":
+                await self.poll_server_info()
+            elif state == "starting" and self.server.pgid and await (await self.client()).health(timeout=10):
+                self._set_server(state="ready", message="")
+                await self.poll_server_info()
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
