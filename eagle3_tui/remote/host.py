@@ -205,6 +205,9 @@ class Host(abc.ABC):
 
         Use `async with host.stream(argv) as s: async for line in s: ...`; leaving the block (or
         `await s.aclose()`) ends the process on the host; `s.exit_code` and `s.stderr` are set at the end.
+        The command runs under a small watchdog in the host's `python` that ends its process group
+        when the channel closes or the connection drops (SSH signals cannot be relied on). Over SSH
+        a dropped connection raises `ConnectionLost` from the iterator (a stream is not resumed).
         """
         return LineStream(lambda: self._open_channel(self._watchdog_argv(argv), cwd=cwd))
 
