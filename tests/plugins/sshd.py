@@ -246,8 +246,8 @@ class SshdServer:
 
 def start_sshd(root: Path, **kw: Any) -> SshdServer:
     """Generate keys/config under `root` and start an sshd (skips the test if sshd is missing)."""
-    if not os.path.exists(SSHD_BIN):
-        pytest.skip("openssh-server is not installed (sshd missing)")
+    if not os.path.exists(SSHD_BIN) or shutil.which("ssh-keygen") is None:
+        pytest.skip("openssh-server/openssh-client are not installed (sshd or ssh-keygen missing)")
     srv = SshdServer(root, **kw)
     srv.start()
     return srv
