@@ -326,3 +326,31 @@ async def test_keepalive_detects_a_silent_connection_and_reconnects(sshd: SshdSe
     assert res.stdout == "alive\n"
     assert host.generation == gen + 1
     assert "reconnecting" in states
+
+
+async def test_default_ssh_config_and_known_hosts_are_honoured(sshd: SshdServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no config argument, ~/.ssh/config (alias, HostName, Port, User, IdentityFile) and
+    ~/.ssh/known_hosts are used, as ssh(1) would."""
+    import shutil
+    import sys
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    shutil.copy(sshd.client_key, home / ".ssh" / "id_test")
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-box\n    HostName 127.0.0.1\n    Port {sshd.port}\n    User {sshd.user}\n"
+        "    IdentityFile ~/.ssh/id_test\n    IdentitiesOnly yes\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    host = SSHHost("gpu-box", python=sys.executable)
+    with pytest.raises(UnknownHostKey):  # no ~/.ssh/known_hosts yet
+        await host.connect(timeout=10)
+    await host.close()
+    host = SSHHost("gpu-box", python=sys.executable, accept_new_host_key=True)
+    try:
+        await host.connect(timeout=10)
+        assert (await host.run(["echo", "via ~/.ssh/config"])).stdout == "via ~/.ssh/config\n"
+    finally:
+        await host.close()
+    assert sshd.host_public_key_line() in (home / ".ssh" / "known_hosts").read_text()
