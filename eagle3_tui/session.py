@@ -212,7 +212,11 @@ class Session(RestartMixin, LocalStateMixin):
             return LocalHost()
         from eagle3_tui.remote.ssh import SSHHost
 
-        return SSHHost(self.profile.target, accept_new_host_key=self.profile.accept_new_host_key)
+        return SSHHost(
+            self.profile.target,
+            accept_new_host_key=self.profile.accept_new_host_key,
+            python=self.profile.remote_python or "python3",
+        )
 
     def _on_conn_state(self, state: Any) -> None:
         kind = state.kind
