@@ -15,6 +15,7 @@ data_glob = "/data/hs/*.pt"
 data_slots = [0, 3, 31, 59]     # boundaries of the hidden states stored in the data
 baseline_tps = 90.0
 restart_deadline_s = 900
+ssh_config = "~/.ssh/config.d/gpu"  # an extra ssh_config file (default: ~/.ssh/config)
 
 ["gpu-box".presets."embed-3-31"]
 layer_ids = [-1, 2, 30]
@@ -94,6 +95,7 @@ class Profile:
     port: int | None = None
     state_dir: str | None = None
     accept_new_host_key: bool = False
+    ssh_config: str | None = None
     demo: bool = False
 
     @property
@@ -141,6 +143,7 @@ _STR_FIELDS = (
     "data_glob",
     "theme",
     "state_dir",
+    "ssh_config",
 )
 
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -216,6 +217,7 @@ class Session(RestartMixin, LocalStateMixin):
             self.profile.target,
             accept_new_host_key=self.profile.accept_new_host_key,
             python=self.profile.remote_python or "python3",
+            config=[os.path.expanduser(self.profile.ssh_config)] if self.profile.ssh_config else None,
         )
 
     def _on_conn_state(self, state: Any) -> None:
@@ -256,8 +258,7 @@ class Session(RestartMixin, LocalStateMixin):
             if self._spec is not None:
                 self._set_server(state="stopped", port=self._spec.port, log_path=self._spec.log_path,
                                  argv=self._spec.argv, message="no server running; start one with the launch command")
-        if self._spec is not None:
-            await self._read_launch_facts()
+        await self._read_launch_facts()  # the profile's draft/target paths serve when nothing runs
         if self.server.state == "ready" and self.server.pgid:
             with contextlib.suppress(UserError):
                 if not await (await self.client()).health(timeout=5):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,30 @@ def test_watch_line_and_bench_text():
 def test_profile_file_missing_is_clear(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         run(["doctor", "--local", "--profile", str(Path(tmp_path) / "nope.toml")])
+
+
+def test_doctor_over_ssh_from_the_cli(sshd, tmp_path, monkeypatch, capsys):
+    """`eagle3-tui doctor --host ALIAS --json` through the real sshd (no server running: facts from files)."""
+    draft = tmp_path / "draft"
+    target = tmp_path / "target"
+    draft.mkdir()
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(
+        {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 12, "hidden_size": 32}))
+    # vLLM-style top-level ids: SGLang never reads them
+    (draft / "config.json").write_text(json.dumps({"hidden_size": 32, "eagle_aux_hidden_state_layer_ids": [1, 5, 8]}))
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(
+        f'["{sshd.alias}"]\n'
+        f'ssh_config = "{sshd.ssh_config}"\n'
+        f'remote_python = "{sys.executable}"\n'
+        f'draft_path = "{draft}"\ntarget_path = "{target}"\n'
+        f'state_dir = "{tmp_path / "state"}"\nport = 1\n'
+    )
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    assert run(["doctor", "--json", "--host", sshd.alias, "--profile", str(prof)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["host"] == sshd.alias and doc["server"]["state"] == "stopped"
+    ids = {f["rule_id"]: f for f in doc["findings"]}
+    assert "config-key-ignored" in ids
+    assert any(str(draft) in e["source"] for e in ids["config-key-ignored"]["evidence"])
