@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import posixpath
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,17 @@ _PORT_FREE = (
     "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
     "try:\n s.bind((sys.argv[1],int(sys.argv[2])))\nexcept OSError:\n print('busy')\nelse:\n print('free')\n"
 )
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "tmux", "screen", "sshd", "login", "su", "sudo"})
+
+
+def _is_foreign(argv: list[str]) -> bool:
+    """A process a restart must never signal: a shell, a multiplexer, sshd."""
+    if not argv:
+        return False
+    name = posixpath.basename(argv[0]).lstrip("-")
+    return name in _SHELLS or name.startswith(("tmux", "screen"))
 
 
 class RestartMixin:
@@ -92,12 +104,31 @@ class RestartMixin:
         self._emit(RestartProgress(phase, message, time.monotonic() - t0))
 
     async def _stop_current(self, t0: float) -> None:
+        """TERM the server's process group (grace, then KILL); a group shared with a shell is not signalled."""
         pgid = self.server.pgid
         if pgid is None:
             return
         self._progress("stopping", f"stopping process group {pgid}", t0)
+        procs = await self.host.processes()
+        foreign = [p for p in procs if p.pgid == pgid and _is_foreign(p.argv)]
+        if foreign and self.server.pid:
+            outcome = await self._stop_pid(self.server.pid)
+            shown = posixpath.basename(foreign[0].argv[0]) if foreign[0].argv else "?"
+            self._progress("stopping", f"pid {self.server.pid} (its group {pgid} also holds {shown}): {outcome}", t0)
+            return
         outcome = await self.host.stop_group(pgid, grace=STOP_GRACE_S)
         self._progress("stopping", f"process group {pgid}: {outcome}", t0)
+
+    async def _stop_pid(self, pid: int) -> str:
+        """TERM one process, wait for it to go, KILL after the grace (shared group: spare the rest)."""
+        await self.host.run(["kill", "-s", "TERM", str(pid)], timeout=20)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            if not any(p.pid == pid for p in await self.host.processes()):
+                return "stopped"
+            await asyncio.sleep(0.3)
+        await self.host.run(["kill", "-s", "KILL", str(pid)], timeout=20)
+        return "killed"
 
     async def _port_free(self, spec: LaunchSpec) -> bool:
         res = await self.host.run([self.host.python, "-c", _PORT_FREE, spec.bind_host, str(spec.port)], timeout=20)

@@ -103,3 +103,30 @@ async def test_check_through_the_session(demo_world, tmp_path, data_dir):
         assert session.facts.predicted_accept_len is not None
     finally:
         await session.close()
+
+
+async def test_restart_spares_a_shell_in_the_servers_group(tmp_path, data_dir):
+    """A server started from a script without job control shares the script's group: only it is stopped."""
+    import os
+    import signal
+    import subprocess
+
+    from eagle3_tui.remote.local import LocalHost
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child.pid; while :; do sleep 0.2; done"],
+                             cwd=tmp_path, start_new_session=True)
+    host = LocalHost()
+    session = Session(Profile(name="grp", local=True, port=1, state_dir=str(tmp_path / "st")), host=host)
+    try:
+        await wait_until(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text().strip())
+        child = int((tmp_path / "child.pid").read_text())
+        session._set_server(pid=child, pgid=shell.pid)
+        await session._stop_current(time.monotonic())
+        pids = {p.pid for p in await host.processes()}
+        assert child not in pids, "the server process is stopped"
+        assert shell.poll() is None, "the shell sharing its group is not"
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(5)
+        await session.close()
+        await host.close()
