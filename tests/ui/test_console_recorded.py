@@ -225,3 +225,10 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
         await pilot.pause(0.5)
         assert any("benchmark" in n.message for n in app._notifications)
     cleanup()
+
+
+def test_marker_labels_do_not_overlap():
+    from eagle3_tui.ui.widgets.charts import fit_marker_labels
+
+    got = fit_marker_labels([(-40, "restart"), (-250, "preset steps=15"), (-247, "restart"), (-70, "benchmark"), (-400, "old")], -300, 5.0)
+    assert got == [(-250, ""), (-247, "restart"), (-70, "bench"), (-40, "restart")]

@@ -25,6 +25,22 @@ def _rgb(app: Any, var: str, fallback: str) -> tuple[int, int, int]:
         return Color.parse(fallback).rgb
 
 
+def fit_marker_labels(
+    markers: list[tuple[float, str]], xmin: float, seconds_per_col: float
+) -> list[tuple[float, str]]:
+    """Markers inside the window, each label cut to the columns before the next marker (dropped
+    under 3), so close restarts and config changes do not print over each other."""
+    inside = sorted((x, label) for x, label in markers if xmin <= x <= 0)
+    out: list[tuple[float, str]] = []
+    for i, (x, label) in enumerate(inside):
+        nxt = inside[i + 1][0] if i + 1 < len(inside) else 0.0
+        room = int((nxt - x) / seconds_per_col) - 1 if seconds_per_col > 0 else len(label)
+        if i + 1 == len(inside):
+            room = max(room, len(label))  # the newest label may run to the right edge
+        out.append((x, label[:room] if room >= 3 else ""))
+    return out
+
+
 class TimeChart(PlotextPlot):
     """A line chart over a time window fed by a `source()` that returns ChartData."""
 
@@ -84,9 +100,10 @@ class TimeChart(PlotextPlot):
             plt.hline(y, ref_color)
             ys.append(y)
             plt.text(label, x=xmin + data.window_s * 0.01, y=y, color=ref_color, background=canvas, alignment="left")
-        for x, label in data.markers:
-            if xmin <= x <= 0:
-                plt.vline(x, marker_color)
+        seconds_per_col = data.window_s / max(width - 8, 10)
+        for x, label in fit_marker_labels(data.markers, xmin, seconds_per_col):
+            plt.vline(x, marker_color)
+            if label:
                 plt.text(label, x=x, y=(max(ys) if ys else 1.0), color=marker_color, background=canvas, alignment="left")
         if ys:
             lo, hi = min(ys), max(ys)

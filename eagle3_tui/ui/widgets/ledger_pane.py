@@ -26,9 +26,10 @@ def _short(value: Any) -> str:
 
 
 def row_cells(row: Any) -> list[str]:
-    """Cells for one LedgerRow: id, when, kind, host, config columns, accept len, tok/s, speedup, note."""
+    """Cells for one LedgerRow: id, when, kind, config columns, accept len, tok/s, speedup, note
+    (the host is the session's own, so it is not a column)."""
     when = time.strftime("%m-%d %H:%M", time.localtime(row.ts))
-    cells = [str(row.id), when, row.kind, row.host]
+    cells = [str(row.id), when, row.kind]
     cells += [_short(row.config.get(k)) for k in _CONFIG_KEYS]
     cells += [_short(row.accept_len), _short(row.tok_s), _short(row.results.get("speedup")), row.note or ""]
     return cells
@@ -53,7 +54,7 @@ class LedgerPane(Vertical):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(
-            "#", "when", "kind", "host", *_CONFIG_KEYS, "accept len", "tok/s", "speedup", "note"
+            "#", "when", "kind", "preset", "steps", "topk", "draft", "boundaries", "accept", "tok/s", "speedup", "note"
         )
 
     def set_rows(self, rows: Sequence[Any]) -> None:
