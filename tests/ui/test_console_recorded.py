@@ -205,7 +205,7 @@ def test_shipped_themes_are_valid_and_complete():
 
 async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch):
     """`eagle3-tui --local` through launch.build_app: the session is built after the first frame and
-    attaches through LocalHost; with no server and no launch command the console says so, no crash."""
+    attaches through LocalHost and the status bar shows what it found, read-only."""
     import argparse
 
     from eagle3_tui.ui.launch import build_app
@@ -220,10 +220,11 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
             await pilot.pause(0.1)
         status = str(app.query_one("#status").render())
         assert "● local" in status and "READONLY" in status
-        assert app.session.server.state in ("stopped", "unknown")
-        await pilot.press("b")  # a benchmark with no server: a toast, not a crash
-        await pilot.pause(0.5)
-        assert any("benchmark" in n.message for n in app._notifications)
+        # whatever this machine runs (other tests may have sim servers up), the bar says it
+        assert f"server {app.session.server.state}" in status
+        await pilot.press("R")  # read-only: no confirmation, nothing restarted
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
     cleanup()
 
 
