@@ -209,3 +209,20 @@ def test_trained_wiring_accepts_more_than_default_and_log_matches_meta(sim_serve
     accepted = sum(m["spec_accept_token_num"] for m in default_meta)
     assert len(decodes) == verify_ct
     assert sum(d.accept_len for d in decodes) == pytest.approx(verify_ct + accepted)
+
+
+def test_background_load_keeps_requests_running(sim_server) -> None:
+    srv = sim_server("--sim-background-load", "3", "--decode-log-interval", "2", "--sim-log-style", "0.4.6")
+    assert srv.wait_for("#running-req: 3,", timeout=60), srv.log_text()[-2000:]
+    with httpx.Client(base_url=srv.base_url, timeout=30) as c:
+        info = c.get("/server_info").json()
+        assert info["speculative_algorithm"] is None and info["internal_states"][0]["last_gen_throughput"] > 0
+        # with requests running the cache is not flushed, as SGLang refuses
+        assert c.post("/flush_cache").status_code == 400
+    assert srv.stop() == 0
+    decodes = [e for e in _events(srv.log_text()) if isinstance(e, DecodeStats)]
+    assert any(d.running_req == 3 for d in decodes)
+    assert all(
+        d.accept_len is None and "Decode batch. " in d.line for d in decodes
+    )  # plain decoding, old style
+    assert "Cache not flushed because there are pending requests" in srv.log_text()
