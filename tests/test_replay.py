@@ -280,3 +280,80 @@ def test_console_script_reads_a_pipe_and_imports_nothing_heavy(sample_bytes: byt
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+# --- several worker processes (logscan_parallel) ---------------------------------------------------
+
+
+def _replay_file(path: Path, jobs: int) -> tuple[bool, list[RunSummary]]:
+    from eagle3_tui.sglang.logscan_parallel import scan_path
+
+    sp = RunSplitter()
+    res = scan_path(str(path), sp, jobs=jobs, min_bytes=0)
+    return res.recognized, sp.finish()
+
+
+def test_workers_agree_with_one_reader(tmp_path: Path, multirun: tuple[bytes, object]) -> None:
+    data, _ = multirun
+    crash_at = data.index(b"Scheduler hit an exception")
+    # a traceback long enough that cuts fall inside it, and whole ranges are nothing but traceback
+    tb = b"".join(b'  File "f%d.py", line %d, in g\n' % (i, i) for i in range(6000))
+    eol = data.index(b"\n", crash_at) + 1
+    data = data[:eol] + tb + data[eol:]
+    f = tmp_path / "big.log"
+    f.write_bytes(data)
+    reference = _replay(data, fast=False)
+    assert reference[1].failures[0].last_line.startswith("RuntimeError: CUDA error")  # the tail survived
+    for jobs in (2, 3, 7):
+        assert _replay_file(f, jobs) == (True, reference)
+    messy = tmp_path / "messy.log"
+    messy.write_bytes(b"\n".join(m.encode() for m in MESSY * 40) + b"\n")
+    assert _replay_file(messy, 4) == (True, _replay(messy.read_bytes(), fast=False))
+
+
+def test_workers_fall_back_when_a_cut_lands_in_a_huge_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eagle3_tui.sglang.logscan_parallel as par
+
+    monkeypatch.setattr(par, "MAX_LEADING_LINES", 10)
+    lines = [LINES[5].format(s=1), *(f'  File "x.py", line {i}, in f' for i in range(500)), "RuntimeError: deep"]
+    lines += [LINES[0].format(s=2, a=2.0, r=0.5, t=50.0)] * 20
+    f = tmp_path / "tb.log"
+    f.write_text("\n".join(lines) + "\n")
+    recognized, runs = _replay_file(f, 3)
+    assert recognized and runs == _replay(f.read_bytes(), fast=False)
+    assert runs[0].failures[0].last_line == "RuntimeError: deep" and runs[0].decode_lines == 20
+
+
+def test_replay_command_uses_workers_on_big_files(
+    tmp_path: Path, multirun: tuple[bytes, object], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import eagle3_tui.sglang.logscan_parallel as par
+
+    monkeypatch.setattr(par, "MIN_PARALLEL_BYTES", 1)
+    data, _ = multirun
+    f = tmp_path / "server.log"
+    f.write_bytes(data)
+    outs = []
+    for jobs in ("1", "3"):
+        assert main(["replay", "--json", "-j", jobs, str(f)]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1] and len(outs[0]["logs"][0]["runs"]) == len(PLANS)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, len(LINES) - 1), st.integers(0, 59), st.floats(1, 4), st.floats(0.5, 300)), max_size=150),
+    st.integers(2, 6),
+)
+def test_workers_equal_one_reader_on_shuffled_lines(rows: list[tuple[int, int, float, float]], jobs: int) -> None:
+    import tempfile
+
+    text = "\n".join(LINES[i].format(s=s, a=a, r=a / 4, t=t) for i, s, a, t in rows)
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "x.log"
+        f.write_bytes(text.encode("utf-8", "surrogateescape"))
+        slow = RunSplitter()
+        rs = scan(io.BytesIO(f.read_bytes()), slow, fast=False)
+        assert _replay_file(f, jobs) == (rs.recognized, slow.finish())

@@ -29,6 +29,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("logs", nargs="*", metavar="LOG", help="a log file (plain or gzip), or - for stdin")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for big plain files (default: the CPUs available, at most 8; 1: none)",
+    )
+    p.add_argument(
         "--sample",
         action="store_true",
         help="replay the bundled sample log (a baseline run and three EAGLE-3 runs, one crashing)",
@@ -71,8 +79,13 @@ def sample_log_path() -> str:
     return str(Path(__file__).resolve().parent.parent / "samples" / "sglang-eagle3.log")
 
 
-def replay_path(path: str) -> tuple[int, list[RunSummary]]:
-    """(bytes read, runs) of one log; `UserError` when it cannot be read or is not a log."""
+def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummary]]:
+    """(bytes read, runs) of one log; `UserError` when it cannot be read or is not a log.
+
+    A big plain file is read by `jobs` worker processes (logscan_parallel); the result is the same.
+    """
+    import io
+    import os
     import zlib
 
     from eagle3_tui.errors import UserError
@@ -83,7 +96,15 @@ def replay_path(path: str) -> tuple[int, list[RunSummary]]:
     stream, owned = _open(path)
     splitter = RunSplitter()
     try:
-        result = scan(stream, splitter)
+        if owned is not None and isinstance(stream, io.BufferedReader) and jobs != 1:
+            from eagle3_tui.sglang.logscan_parallel import MIN_PARALLEL_BYTES, scan_path
+
+            if os.path.isfile(path) and os.path.getsize(path) >= MIN_PARALLEL_BYTES:
+                result = scan_path(path, splitter, jobs=jobs)
+            else:
+                result = scan(stream, splitter)
+        else:
+            result = scan(stream, splitter)
     except (zlib.error, EOFError) as err:
         raise UserError(f"{name}: broken gzip data ({err})") from None
     except OSError as err:
@@ -190,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     errors: list[str] = []
     for path in paths:
         try:
-            size, runs = replay_path(path)
+            size, runs = replay_path(path, args.jobs)
         except UserError as err:
             errors.append(str(err))
             continue

@@ -35,6 +35,7 @@ __all__ = [
     "ServerReady",
     "ServerWarning",
     "epoch_of",
+    "is_record_start",
     "parse_line",
     "parse_timestamp",
     "split_prefix",
@@ -545,7 +546,7 @@ _RECORD_START = re.compile(
 )
 
 
-def _is_record_start(text: str) -> bool:
+def is_record_start(text: str) -> bool:
     """Does this line begin a new log record (as opposed to continuing a traceback)?"""
     return _RECORD_START.match(text, _strip_wrappers(text)) is not None
 
@@ -574,7 +575,7 @@ class LogReader:
         """One line (with or without its newline) → the events it completes (possibly none)."""
         text = line.rstrip("\r\n")
         if self._pending is not None:
-            if len(text) > MAX_LINE or not _is_record_start(text):
+            if len(text) > MAX_LINE or not is_record_start(text):
                 self._absorb(text)
                 return []
             out = self.flush()

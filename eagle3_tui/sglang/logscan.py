@@ -113,10 +113,10 @@ def _leaky(text: bytes) -> bool:
 
 
 class _Scanner:
-    def __init__(self, sink: ScanSink, fast: bool) -> None:
+    def __init__(self, sink: ScanSink, fast: bool, reader: LogReader | None = None) -> None:
         self.sink = sink
         self.fast = fast
-        self.reader = LogReader()
+        self.reader = reader if reader is not None else LogReader()
         self.result = ScanResult()
 
     # -- one line at a time --------------------------------------------------------------------
@@ -234,9 +234,15 @@ def scan(
     fast: bool = True,
     block_size: int = BLOCK_SIZE,
     probe_bytes: int = PROBE_BYTES,
+    reader: LogReader | None = None,
+    flush: bool = True,
 ) -> ScanResult:
-    """Read `stream` to its end (or give up on a non-log) and pass what it holds to `sink`."""
-    sc = _Scanner(sink, fast)
+    """Read `stream` to its end (or give up on a non-log) and pass what it holds to `sink`.
+
+    `reader` continues a LogReader's state; `flush=False` leaves a failure still reading its
+    traceback pending in it (for a caller that reads on from where this stream ends).
+    """
+    sc = _Scanner(sink, fast, reader)
     process = sc.fast_range if fast else sc.slow_range
     res = sc.result
     rest = b""  # the start of a line that ends in a later chunk
@@ -267,5 +273,6 @@ def scan(
             return res
     if rest and not skipping:
         process(rest, 0, len(rest))
-    sc.finish()
+    if flush:
+        sc.finish()
     return res
