@@ -10,7 +10,7 @@ from functools import lru_cache
 
 @lru_cache(maxsize=1)
 def demo_prompts(count: int = 32, length: int = 48) -> tuple[str, ...]:
-    from eagle3_tui.sim.train import corpus_bytes
+    from eagle3_tui.sim.recipe import corpus_bytes
 
     data = corpus_bytes()
     out = []

@@ -8,11 +8,9 @@ to continue; a draft can only follow that with the right hidden states wired in.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,53 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from eagle3_tui.eagle.drafter import Eagle3Drafter
+from eagle3_tui.sim.recipe import RECIPE_VERSION, Recipe, corpus_bytes  # noqa: F401  (re-exported)
 from eagle3_tui.sim.target import TargetModel
 from eagle3_tui.sim.tokenizer import BOS_ID, VOCAB_SIZE
-
-# The training text: the first 12,000 bytes of CPython 3.11's Lib/textwrap.py (Python Software
-# Foundation License) with runs of spaces collapsed, shipped beside this file so every Python version
-# builds the same world. It is small enough for the target to nearly memorise in its step budget:
-# greedy continuations then follow the text instead of collapsing into a short loop.
-CORPUS_FILE = Path(__file__).with_name("corpus.txt")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Everything that decides the world's tensors; its hash is the cache key."""
-
-    seed: int = 0
-    num_layers: int = 12
-    hidden_size: int = 128
-    heads: int = 4
-    intermediate_size: int = 256
-    seq_len: int = 128
-    target_steps: int = 250
-    target_batch: int = 16
-    target_lr: float = 4e-3
-    copy_fraction: float = 0.3
-    copy_min: int = 4
-    copy_max: int = 64
-    num_sequences: int = 320
-    heldout_sequences: int = 48
-    draft_vocab_size: int = 160
-    draft_intermediate_size: int = 256
-    draft_steps: int = 300
-    draft_batch: int = 16
-    draft_lr: float = 3e-3
-    ttt_steps: int = 3
-    slot_boundaries: tuple[int, ...] = field(default=(0, 2, 6, 9))
-
-    def key(self, corpus_digest: str) -> str:
-        text = repr(sorted(asdict(self).items())) + corpus_digest + RECIPE_VERSION
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-RECIPE_VERSION = "2"
-
-
-def corpus_bytes() -> bytes:
-    """The training text (printable ASCII and newlines)."""
-    return CORPUS_FILE.read_bytes()
 
 
 def target_config(r: Recipe) -> dict[str, Any]:

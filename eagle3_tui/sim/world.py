@@ -109,13 +109,13 @@ def default_cache_root() -> Path:
 
 
 def _recipe(seed: int, recipe: Any = None) -> Any:
-    from eagle3_tui.sim.train import Recipe
+    from eagle3_tui.sim.recipe import Recipe
 
     return recipe if recipe is not None else Recipe(seed=seed)
 
 
 def content_key(recipe: Any) -> str:
-    from eagle3_tui.sim.train import corpus_bytes
+    from eagle3_tui.sim.recipe import corpus_bytes
 
     return recipe.key(hashlib.sha256(corpus_bytes()).hexdigest())
 
@@ -401,7 +401,7 @@ def export_speculators_st(out: Path, cap: Any) -> None:
 
 def small_recipe(seed: int = 0) -> Any:
     """A seconds-long recipe for tests of determinism and formats (not of quality)."""
-    from eagle3_tui.sim.train import Recipe
+    from eagle3_tui.sim.recipe import Recipe
 
     return replace(
         Recipe(seed=seed),
