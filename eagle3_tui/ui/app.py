@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
-from textual.widgets import Footer, Label, Log, TabbedContent, TabPane
+from textual.widgets import Footer, Label, TabbedContent, TabPane
 from textual.worker import Worker
 
 from eagle3_tui.ui import keys
@@ -125,6 +125,7 @@ class Eagle3App(App[int]):
         self.quitting = False
         self.exit_cleanup: Callable[[], None] | None = None  # launch.py's temp-dir removal, for a hang-up
         self.panes_ready = False
+        self._strips_dirty = True
         self.session_wired = False
 
     # -- themes ------------------------------------------------------------------------------------
@@ -439,7 +440,7 @@ class Eagle3App(App[int]):
         now = time.monotonic()
         for chart in self._charts():
             chart.maybe_redraw(now)
-        if getattr(self, "_strips_dirty", False):
+        if self._strips_dirty:
             self._strips_dirty = False
             self._update_strips()
 
@@ -776,8 +777,6 @@ class Eagle3App(App[int]):
                 self.notify(f"while quitting: {_err_text(err)}", severity="error")
         self.exit(0)
 
-    def log_widget(self) -> Log:
-        return self.query_one(LogPane).log_widget
 
 
 def _confirm(question: str, *, yes: str) -> Any:
