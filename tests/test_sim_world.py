@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import glob
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -122,6 +124,14 @@ def test_ensure_world_builds_once_for_concurrent_callers(tmp_path: Path) -> None
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".world-")] == []
     again = ensure_world(tmp_path, recipe=recipe, progress=messages.append)
     assert again.root == results[0].root and sum("training the target" in m for m in messages) == 1
+    # a cached world is found without importing torch (the UI calls this before its first frame)
+    code = (
+        "import sys; from eagle3_tui.sim.world import ensure_world, small_recipe; "
+        f"w = ensure_world({str(tmp_path)!r}, recipe=small_recipe(3)); "
+        "print(w.root, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(results[0].root), "False"]
 
 
 def _evaluate(world: World) -> dict[str, dict[str, float]]:
