@@ -493,10 +493,27 @@ class Session(RestartMixin, LocalStateMixin):
         state = self.server.state
         with contextlib.suppress(UserError):
             if state == "ready":
-                await self.poll_server_info()
+                try:
+                    await self.poll_server_info()
+                except UserError:
+                    await self._check_still_running()
+                    raise
             elif state == "starting" and self.server.pgid and await (await self.client()).health(timeout=10):
                 self._set_server(state="ready", message="")
                 await self.poll_server_info()
+
+    async def _check_still_running(self) -> None:
+        """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
+        pgid = self.server.pgid
+        if pgid is None or self._restarting or await self._group_alive(pgid):
+            return
+        await asyncio.sleep(0.5)  # let the follower deliver the last lines
+        self._flush_if_quiet(force=True)
+        f = self._failure
+        why = f"{f.kind}: {f.last_line}" if f is not None and self._failure_epoch == self._log_epoch else "no failure line"
+        tail = await self._log_tail()
+        self._set_server(state="failed", log_tail=tail, message=f"the server exited ({why})")
+        self._notice(f"the server (process group {pgid}) exited: {why}", "error")
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""

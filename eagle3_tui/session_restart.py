@@ -221,16 +221,19 @@ class RestartMixin:
         procs = await self.host.processes()
         return any(p.pgid == pgid for p in procs)
 
-    async def _fail(self, message: str, t0: float) -> None:
+    async def _log_tail(self) -> tuple[str, ...]:
+        """The last 40 lines of the server's log file (else the last lines followed)."""
         tail: tuple[str, ...] = ()
-        path = self._spec.log_path if self._spec else None
+        path = self._spec.log_path if self._spec else self.server.log_path
         if path:
             with contextlib.suppress(Exception):
                 res = await self.host.run(["tail", "-n", str(LOG_TAIL_LINES), path], timeout=20)
                 if res.exit_code == 0:
                     tail = tuple(res.stdout.splitlines())
-        if not tail:
-            tail = tuple(self.recent_log(LOG_TAIL_LINES))
+        return tail or tuple(self.recent_log(LOG_TAIL_LINES))
+
+    async def _fail(self, message: str, t0: float) -> None:
+        tail = await self._log_tail()
         self._set_server(state="failed", log_tail=tail, message=message)
         self._progress("failed", message, t0)
         self._notice(message, "error")

@@ -159,6 +159,17 @@ async def _story(session: Session, world, *, full: bool) -> None:
     with pytest.raises(UserError, match="nothing to roll back"):
         await session.rollback()
 
+    # --- the server dies on its own: the session notices, state failed with the log tail
+    import os
+    import signal
+
+    os.killpg(session.server.pgid, signal.SIGKILL)
+    deadline = asyncio.get_running_loop().time() + 30
+    while session.server.state != "failed":
+        assert asyncio.get_running_loop().time() < deadline, "the dead server was not noticed"
+        await asyncio.sleep(0.2)
+    assert "exited" in session.server.message and session.server.log_tail
+
 
 async def _baseline(session: Session) -> None:
     """A baseline needs the server without speculation: refused with it, measured without, rolled back."""
