@@ -224,6 +224,7 @@ class Scheduler:
         self.waiting: queue.Queue[Request] = queue.Queue()
         self.running: list[Request] = []
         self.stop_event = threading.Event()
+        self.wakeup = threading.Event()
         self.lock = threading.Lock()
         self.forward_ct_decode = 0
         # window counters (reset at each decode log line) and lifetime counters (flush_cache resets)
@@ -251,6 +252,7 @@ class Scheduler:
 
     def submit(self, req: Request) -> None:
         self.waiting.put(req)
+        self.wakeup.set()
 
     @property
     def max_running(self) -> int:
@@ -293,11 +295,8 @@ class Scheduler:
             while not self.stop_event.is_set():
                 self._admit()
                 if not self.running:
-                    try:
-                        req = self.waiting.get(timeout=0.05)
-                    except queue.Empty:
-                        continue
-                    self.waiting.put(req)
+                    self.wakeup.wait(0.05)
+                    self.wakeup.clear()
                     continue
                 self._decode_iteration()
         except Exception:
