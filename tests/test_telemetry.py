@@ -227,3 +227,17 @@ def test_num_steps_inferred_from_the_printed_rate() -> None:
     assert run.num_steps == 4 and run.num_steps_source == "inferred from accept rate"
     d = run.to_dict()
     assert d["num_steps"] == 4 and d["span_s"] == 28.0
+
+
+def test_repeated_startup_warnings_stay_bounded_and_move_to_the_new_run() -> None:
+    sp = RunSplitter()
+    _feed(sp, [_decode(1, 2.0, 40.0)])
+    warning = parse_line(WARN.format(m=5))
+    for _ in range(50_000):
+        sp.event(warning)  # type: ignore[arg-type]
+    assert len(sp._run.tail_warnings) == 1 and len(sp._run.tail_times) <= 2  # bounded
+    _feed(sp, [ARGS.format(m=6, steps=3, draft=4)])
+    first, second = sp.finish()
+    assert first.warnings == [] and first.end == first.start
+    assert second.warnings == [(warning.message, 50_000)]  # type: ignore[union-attr]
+    assert second.start == warning.timestamp  # type: ignore[union-attr]

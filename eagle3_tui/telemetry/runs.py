@@ -193,7 +193,10 @@ class _Run:
     gen_tps: ValueSketch = field(default_factory=lambda: ValueSketch(level=1))  # 0.1 tok/s bins
     pairs: list[tuple[float, float]] = field(default_factory=list)
     warnings: dict[str, int] = field(default_factory=dict)
-    tail_warnings: list[tuple[str, float | None]] = field(default_factory=list)
+    # warnings since the last other event (counts, and their first and last time): if a new
+    # server starts next, they were its startup warnings
+    tail_warnings: dict[str, int] = field(default_factory=dict)
+    tail_times: list[float] = field(default_factory=list)
     end_before_tail: float | None = None
     failures: list[FailureInfo] = field(default_factory=list)
     failures_total: int = 0
@@ -220,6 +223,7 @@ class _Run:
     def settle(self) -> None:
         """A non-warning event: the warnings so far are no longer a trailing group."""
         self.tail_warnings.clear()
+        self.tail_times.clear()
         self.end_before_tail = self.end
 
 
@@ -239,17 +243,19 @@ class RunSplitter:
         old = self._run
         new = _Run(index=old.index + 1, started_by=started_by)
         # Warnings printed after the old run's last real event are the new server's startup warnings.
-        for message, t in old.tail_warnings:
-            left = old.warnings.get(message, 0) - 1
+        for message, k in old.tail_warnings.items():
+            left = old.warnings.get(message, 0) - k
             if left > 0:
                 old.warnings[message] = left
             else:
                 old.warnings.pop(message, None)
-            new.warnings[message] = new.warnings.get(message, 0) + 1
+            new.warnings[message] = new.warnings.get(message, 0) + k
+        for t in old.tail_times:
             new.touch(t)
         if old.tail_warnings:
             old.end = old.end_before_tail
-        old.tail_warnings = []
+        old.tail_warnings = {}
+        old.tail_times = []
         self._done.append(_summarise(old))
         self._run = new
 
@@ -294,7 +300,12 @@ class RunSplitter:
         elif isinstance(ev, ServerWarning):
             if ev.message in run.warnings or len(run.warnings) < MAX_WARNINGS:
                 run.warnings[ev.message] = run.warnings.get(ev.message, 0) + 1
-                run.tail_warnings.append((ev.message, ev.timestamp))
+                run.tail_warnings[ev.message] = run.tail_warnings.get(ev.message, 0) + 1
+                if ev.timestamp is not None:  # only the first and the last time matter
+                    if len(run.tail_times) < 2:
+                        run.tail_times.append(ev.timestamp)
+                    else:
+                        run.tail_times[1] = ev.timestamp
             run.touch(ev.timestamp)
 
     def decode_bulk(
