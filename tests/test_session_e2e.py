@@ -125,7 +125,6 @@ async def _story(session: Session, world, *, full: bool) -> None:
           f"tok/s {before.output_tps:.1f} -> {after.output_tps:.1f}")
     if not full:
         await _baseline(session)
-        return
 
     # --- a preset that makes the server fail: -1 ids without the embed-capture patch
     session.profile.presets.append(DROP_PATCH)
@@ -145,12 +144,15 @@ async def _story(session: Session, world, *, full: bool) -> None:
     assert session.server.state == "ready" and session.server.argv == argv_before
     c = await session.client()
     assert await c.health()
-    # --- rollback again, from another process (`eagle3-tui rollback`): the draft config comes back
-    # byte for byte (the original: no layer-id key), found from the undo stack this machine keeps
-    out = await asyncio.to_thread(_cli, session, world, "rollback", "--yes")
-    assert "ready" in out and "server: ready" in out.splitlines()[-1]
-    await session.refresh_servers()
-    await session._read_launch_facts()
+    # --- rollback again: the draft config comes back byte for byte (the original: no layer-id key).
+    # Locally from another process (`eagle3-tui rollback`), through the undo stack this machine keeps.
+    if full:
+        out = await asyncio.to_thread(_cli, session, world, "rollback", "--yes")
+        assert "ready" in out and "server: ready" in out.splitlines()[-1]
+        await session.refresh_servers()
+        await session._read_launch_facts()
+    else:
+        await session.rollback()
     assert session.server.state == "ready" and session.server.layer_ids is None
     if original is not None:
         assert Path(config).read_bytes() == original
@@ -158,6 +160,8 @@ async def _story(session: Session, world, *, full: bool) -> None:
         assert await session.host.read_bytes(config) == plan.before.encode()
     with pytest.raises(UserError, match="nothing to roll back"):
         await session.rollback()
+    if not full:
+        return
 
     # --- the server dies on its own: the session notices, state failed with the log tail
     import os
@@ -237,8 +241,12 @@ async def test_story_through_localhost(demo_world, tmp_path, ledger_dir):
         await _story(session, demo_world, full=True)
     finally:
         await _stop(session)
-    # read-only refuses every change, before touching anything
-    ro = Session(profile, readonly=True)
+    await _readonly(profile)
+
+
+async def _readonly(profile: Profile, host=None) -> None:
+    """Read-only refuses every change, before touching anything."""
+    ro = Session(profile, readonly=True, host=host)
     try:
         await ro.attach()
         plan = await ro.plan_apply("train-[:-1]")
@@ -260,3 +268,4 @@ async def test_story_through_ssh(demo_world, tmp_path, ledger_dir, ssh_host):
         assert session.conn.kind == "connected"
     finally:
         await _stop(session)
+    await _readonly(profile, ssh_host)
