@@ -92,6 +92,7 @@ class ScanResult:
     bytes_read: int = 0
     recognized: bool = False  # saw at least one line parse_line reads as an SGLang log record
     gave_up: bool = False  # stopped after PROBE_BYTES without one
+    workers: int = 1  # processes that read the file (logscan_parallel)
 
 
 def _ts(m: re.Match[bytes] | None) -> float | None:

@@ -10,8 +10,9 @@ end of the previous range's traceback), scans the rest with a fresh `LogReader` 
 and hands its reader back; the parent feeds the kept lines to the previous range's reader, flushes
 it where the next record begins (as one reader would), and carries on with the worker's reader.
 
-Used only for plain regular files of at least `MIN_PARALLEL_BYTES`, where forking is available
-and the file's head reads as a log; anything else goes through `scan` in this process.
+Used only for plain regular files of at least `MIN_PARALLEL_BYTES`, where forking is available,
+this process runs a single thread (the CLI) and the file's head reads as a log; anything else goes
+through `scan` in this process.
 """
 
 from __future__ import annotations
@@ -187,8 +188,11 @@ def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: 
     ctx = None
     if n > 1 and size >= min_bytes and _head_is_log(path):
         import multiprocessing
+        import threading
 
-        if "fork" in multiprocessing.get_all_start_methods():
+        # fork copies only this thread: with others running (a UI, a test runner) a lock one of
+        # them holds could stay held in the child, so workers are forked from lone threads only
+        if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
             ctx = multiprocessing.get_context("fork")
     results: list[_RangeResult | None] = []
     if ctx is not None:
@@ -201,7 +205,7 @@ def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: 
         with open(path, "rb") as f:
             return scan(f, sink)
 
-    out = ScanResult()
+    out = ScanResult(workers=len(results))
 
     def emit(events: list[LogEvent]) -> None:
         for ev in events:
