@@ -34,7 +34,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="worker processes for big plain files (default: the CPUs available, at most 8; 1: none)",
+        help="worker processes for big plain files (default: the idle CPUs, at most 8; 1: none)",
     )
     p.add_argument(
         "--sample",

@@ -37,12 +37,16 @@ MAX_JOBS = 8
 
 
 def default_jobs() -> int:
-    """The CPUs this process may use (at most MAX_JOBS)."""
+    """The idle CPUs this process may use (at most MAX_JOBS): workers on busy CPUs only add cost."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    return max(1, min(n, MAX_JOBS))
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return max(1, min(int(n - load + 0.5), MAX_JOBS))
 
 
 @dataclass
