@@ -2,8 +2,8 @@
 
 Generates a seeded 1,000,000-line SGLang log (one third decode lines, the rest prefill, uvicorn
 access and other lines; five server runs, one crash with a traceback) in a temp dir, then times
-`LC_ALL=C grep -c 'accept len'`, `eagle3-tui replay --json` (which reads a file this big with
-worker processes) and `eagle3-tui replay --json -j 1` (one process) on it, interleaved, and prints
+`LC_ALL=C grep -c 'accept len'`, `eagle3-tui replay --json` (which reads a file this big with one
+worker process per idle CPU) and `eagle3-tui replay --json -j 1` (one process) on it, interleaved, and prints
 the median lines/s of each (wall-clock and CPU time), the ratios and replay's peak RSS. Peak RSS is also measured on a quarter
 of the log, to show memory does not grow with the file. The temp dir is removed afterwards.
 
@@ -86,7 +86,7 @@ def main() -> int:
 
         grep_env = {**os.environ, "LC_ALL": "C"}
         replay = [*_replay_cmd(), "replay", "--json"]
-        variants = {"default": [], "-j 1": ["-j", "1"]}  # default: worker processes on this file
+        variants = {"default": [], "-j 1": ["-j", "1"]}  # default: a worker per idle CPU on this file
         wall: dict[str, list[float]] = {"grep": [], **{k: [] for k in variants}}
         cpu: dict[str, list[float]] = {"grep": [], **{k: [] for k in variants}}
         rss: list[int] = []
