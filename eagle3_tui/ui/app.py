@@ -126,6 +126,8 @@ class Eagle3App(App[int]):
         self.exit_cleanup: Callable[[], None] | None = None  # launch.py's temp-dir removal, for a hang-up
         self.panes_ready = False
         self._strips_dirty = True
+        self._charts_dirty = True
+        self._chart_widgets: list[Any] = []
         self.session_wired = False
 
     # -- themes ------------------------------------------------------------------------------------
@@ -235,7 +237,7 @@ class Eagle3App(App[int]):
         )
         self._update_window_label()
         await self.query_one("#log-holder", Vertical).mount(LogPane(id="logpane"))
-        await charts.mount(
+        self._chart_widgets = [
             TimeChart(
                 "accept length",
                 self._accept_data,
@@ -252,7 +254,8 @@ class Eagle3App(App[int]):
                 max_hz=self.chart_hz,
                 id="chart-tps",
             ),
-        )
+        ]
+        await charts.mount(*self._chart_widgets)
         for tab, pane in (
             ("findings", FindingsPane(id="findings-pane")),
             ("config", ConfigPane(id="config-pane")),
@@ -425,30 +428,32 @@ class Eagle3App(App[int]):
 
     # -- charts --------------------------------------------------------------------------------------
     def _mark_charts(self) -> None:
-        for chart in self._charts():
-            chart.dirty = True
+        """Cheap on purpose (called for every StatsUpdated): the ticks below do the work."""
+        self._charts_dirty = True
         self._strips_dirty = True
 
     def _charts(self) -> list[Any]:
-        if not self.panes_ready:
-            return []
-        return list(self.query("#charts > *"))
+        return self._chart_widgets
 
     def _chart_tick(self) -> None:
         if self.session is None or not self.panes_ready:
             return
         now = time.monotonic()
-        for chart in self._charts():
+        if self._charts_dirty:
+            self._charts_dirty = False
+            for chart in self._chart_widgets:
+                chart.dirty = True
+        for chart in self._chart_widgets:
             chart.maybe_redraw(now)
-        if self._strips_dirty:
-            self._strips_dirty = False
-            self._update_strips()
 
     def _second_tick(self) -> None:
         if self.session is None or not self.panes_ready:
             return
         self.query_one(StatusBar).tick()
         self.query_one(LogPane).tick()
+        if self._strips_dirty:  # sparklines once a second: cheap to draw, but each reads the rings
+            self._strips_dirty = False
+            self._update_strips()
 
     def _t_end(self) -> float:
         return self.clock()

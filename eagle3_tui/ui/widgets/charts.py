@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual.app import RenderResult
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
@@ -65,10 +66,21 @@ class TimeChart(PlotextPlot):
         self.dirty = True
         self.last_draw = 0.0
         self.draws = 0  # how many times the plot was rebuilt (tests and the benchmark read it)
+        self._frame: RenderResult | None = None
+        self._frame_size: Any = None
         self.points_drawn = 0
 
     def on_resize(self) -> None:
         self.dirty = True
+        self._frame = None
+
+    def render(self) -> RenderResult:
+        """The frame built by the last redraw; plotext only builds in `redraw` (PlotextPlot would
+        rebuild on every refresh of the widget, whatever caused it)."""
+        if self._frame is None or self._frame_size != self.size:
+            self._frame = super().render()
+            self._frame_size = self.size
+        return self._frame
 
     def maybe_redraw(self, now: float | None = None) -> bool:
         """Rebuild the plot if dirty, visible and not rebuilt within the rate limit."""
@@ -112,4 +124,5 @@ class TimeChart(PlotextPlot):
         self.points_drawn = len(data.xs)
         self.draws += 1
         self.dirty = False
+        self._frame = None
         self.refresh()
