@@ -131,6 +131,13 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def cached_world(root: Path | str | None = None, *, seed: int = 0, recipe: Any = None) -> World | None:
+    """The world for this recipe if it is already built (never builds; no torch import)."""
+    base = Path(root) if root is not None else default_cache_root()
+    dest = base / f"world-{content_key(_recipe(seed, recipe))}"
+    return World.load(dest) if (dest / "world.json").exists() else None
+
+
 def ensure_world(
     root: Path | str | None = None,
     *,

@@ -2,7 +2,8 @@
 
 - `demo_world` (session): `eagle3_tui.sim.world.ensure_world()`, i.e. the cached world under the
   user cache dir (`EAGLE3_TUI_CACHE_DIR` overrides the root). The first run of the suite builds it
-  (a few minutes on one thread); every later test and run reuses it.
+  (about 4 minutes of one CPU); every later test and run reuses it. While it is not cached, the
+  tests that use it get a longer timeout (a collection hook) so the build is not cut off.
 - `make_draft_dir(world, dest, layer_ids=None)`: a draft dir whose config.json carries
   `eagle_config.eagle_aux_hidden_state_layer_ids = layer_ids` (or no key), weights symlinked.
 - `start_sim_server(world, workdir, *, args=(), draft_dir=None, ...) -> SimServer`: starts
@@ -30,7 +31,19 @@ from typing import Any
 
 import pytest
 
-__all__ = ["SimServer", "demo_world", "free_port", "make_draft_dir", "sim_server", "start_sim_server"]
+__all__ = [
+    "SimServer",
+    "demo_world",
+    "free_port",
+    "make_draft_dir",
+    "pytest_collection_modifyitems",
+    "sim_server",
+    "start_sim_server",
+]
+
+# The first test that needs the demo world builds it (about 4 minutes of one CPU): more than the
+# suite's per-test timeout on a busy machine. Only while the world is not cached yet.
+BUILD_TIMEOUT_S = 1800
 
 READY = "The server is fired up and ready to roll!"
 SPEC_ARGS = (
@@ -43,6 +56,16 @@ SPEC_ARGS = (
     "--speculative-num-draft-tokens",
     "4",
 )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give tests that use the demo world room for its one-time build, when it is not cached yet."""
+    from eagle3_tui.sim.world import cached_world
+
+    users = [i for i in items if {"demo_world", "sim_server"} & set(getattr(i, "fixturenames", ()))]
+    if users and cached_world() is None:
+        for item in users:
+            item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
