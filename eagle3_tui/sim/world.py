@@ -7,6 +7,7 @@ Layout of a world directory (all paths are fields of `World`):
     draft/                      config.json (LlamaForCausalLMEagle3, no eagle_config), model.safetensors
     data/data_{i}.pt            speculators v1: input_ids, loss_mask, hidden_states = [h_0, h_b1, h_b2, h_b3]
     heldout/data_{i}.pt         the same format, sequences the draft never saw
+    (the two exports below hold the held-out sequences, in the same order as heldout/)
     specforge/data_{i}.ckpt     SpecForge offline: input_ids, loss_mask, aux_hidden_state (cat of the
                                 trained slots [h_0, h_b1, h_b2]), hidden_state (the target's final normed state)
     speculators_st/hidden_states/hs_{i}.safetensors
@@ -15,7 +16,7 @@ Layout of a world directory (all paths are fields of `World`):
 The slots are [embedding, b1, b2, b3] with (b1, b2, b3) = SGLang's default boundaries for the target,
 so the serving default feeds the last three slots while the draft was trained on the first three:
 the seeds' bug. `ensure_world()` builds once per content key under the user cache directory and
-lets concurrent callers wait on a file lock.
+lets concurrent callers wait on a file lock. All hidden states on disk are bfloat16, as real data is.
 """
 
 from __future__ import annotations
