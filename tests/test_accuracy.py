@@ -105,24 +105,3 @@ def test_target_tail_recovers_the_final_state(tmp_path: Path) -> None:
     save_file({k: v.contiguous() for k, v in cut.items()}, str(tmp_path / "model.safetensors"))
     tail, why = _TargetTail.build(TargetWeights(str(tmp_path)), cfg, 2, 5)
     assert tail is None and "layer 4 has no model.layers.4.mlp.gate_proj.weight" in why
-
-
-def test_device_safe_rope_keeps_values() -> None:
-    """The GPU shim for drafter.rope_cos_sin returns the same tables. Only the CPU path runs here (no
-    CUDA on this machine); on a GPU it computes the same tables on the CPU and moves them."""
-    import types
-
-    import torch
-
-    from eagle3_tui.eagle import drafter
-    from eagle3_tui.eagle.accuracy import _device_safe_rope
-
-    mod = types.SimpleNamespace(rope_cos_sin=drafter.rope_cos_sin)
-    _device_safe_rope(mod)
-    assert mod.rope_cos_sin.device_safe
-    pos = torch.arange(6)[None]
-    for a, b in zip(mod.rope_cos_sin(pos, 8, 10000.0, torch.float32), drafter.rope_cos_sin(pos, 8, 10000.0, torch.float32),
-                    strict=True):
-        assert torch.equal(a, b)
-    _device_safe_rope(mod)  # idempotent
-    assert mod.rope_cos_sin.device_safe

@@ -187,3 +187,15 @@ def test_fc_sized_from_checkpoint_and_accept_length_formula() -> None:
     assert model.num_aux == 4 and model.fc.in_features == 64
     assert expected_accept_length([1.0, 1.0, 1.0]) == 4.0
     assert expected_accept_length([0.5, 0.5]) == pytest.approx(1.75)
+
+
+def test_rope_tables_follow_the_positions_device() -> None:
+    """The tables are built where the positions live (a GPU run must not mix devices). No GPU here:
+    the `meta` device stands in for it, and mixing it with a CPU table would raise."""
+    import torch
+
+    from eagle3_tui.eagle.drafter import rope_cos_sin
+
+    cos, sin = rope_cos_sin(torch.arange(6, device="meta")[None], 8, 10000.0, torch.float32)
+    assert cos.device.type == "meta" and sin.device.type == "meta"
+    assert tuple(cos.shape) == (1, 6, 8)

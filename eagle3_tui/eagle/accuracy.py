@@ -309,8 +309,6 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
         blocking = [i for i in issues if i.kind in ("shape", "fc-width", "missing")]
         why = blocking[0].message if blocking else str(err)
         raise ck.BadInput(f"cannot run the draft in {opts.draft_dir}: {why}") from None
-    if device.type != "cpu":
-        _device_safe_rope(_drafter_module())
     model = model.to(device=device, dtype=dtype)
     model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
     model.d2t = model.d2t.to(device)
@@ -392,23 +390,6 @@ def _drafter_module() -> Any:
 
 def _build_drafter(cfg: dict, tensors: dict[str, Any], embed: Any, lm_head: Any) -> Any:
     return _drafter_module().Eagle3Drafter.from_tensors(cfg, tensors, embed, target_lm_head=lm_head)
-
-
-def _device_safe_rope(mod: Any) -> None:
-    """drafter.rope_cos_sin builds its frequency table on the CPU; with positions on a GPU that mixes
-    devices. Compute the (small) tables on the CPU and move them, until drafter.py does it itself."""
-    orig = mod.rope_cos_sin
-    if getattr(orig, "device_safe", False):
-        return
-
-    def rope_cos_sin(positions: Any, head_dim: int, theta: float, dtype: Any) -> Any:
-        if positions.device.type == "cpu":
-            return orig(positions, head_dim, theta, dtype)
-        cos, sin = orig(positions.cpu(), head_dim, theta, dtype)
-        return cos.to(positions.device), sin.to(positions.device)
-
-    rope_cos_sin.device_safe = True  # type: ignore[attr-defined]
-    mod.rope_cos_sin = rope_cos_sin
 
 
 def _token_labels(data: Any) -> list[Any]:

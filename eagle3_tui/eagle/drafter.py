@@ -57,7 +57,8 @@ class RMSNorm(nn.Module):
 
 def rope_cos_sin(positions: Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """Llama (rotate-half) RoPE tables for integer `positions` of any shape -> (..., head_dim)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    steps = torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device)
+    inv_freq = 1.0 / (theta ** (steps / head_dim))
     freqs = positions.to(torch.float32)[..., None] * inv_freq
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
