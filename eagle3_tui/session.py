@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.session_discovery import (
+    DEFAULT_PORT,
     LaunchSpec,
     ServerProcess,
     default_log_path,
@@ -273,8 +274,9 @@ class Session(RestartMixin, LocalStateMixin):
         """Look at the process table again; pick the profile's port, or the only server."""
         self.servers = await discover_servers(self.host, log_path=self.profile.log_path)
         chosen: ServerProcess | None = None
-        if self.profile.port is not None:
-            chosen = next((s for s in self.servers if s.port == self.profile.port), None)
+        want = self._wanted_port()
+        if want is not None:
+            chosen = next((s for s in self.servers if s.port == want), None)
         elif len(self.servers) == 1:
             chosen = self.servers[0]
         elif self.servers:
@@ -287,9 +289,18 @@ class Session(RestartMixin, LocalStateMixin):
         if chosen is not None:
             self._adopt(chosen)
         elif self.server.state in ("unknown", "ready"):
-            gone = not self.servers or self.profile.port is not None
+            gone = not self.servers or want is not None
             self._set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
         return self.servers
+
+    def _wanted_port(self) -> int | None:
+        """The profile's port, else the port of its launch command: that server or none."""
+        if self.profile.port is not None:
+            return self.profile.port
+        if self.profile.launch_command:
+            with contextlib.suppress(UserError):
+                return launch.parse_launch(self.profile.launch_command).port or DEFAULT_PORT
+        return None
 
     async def select_server(self, pid: int) -> None:
         """Attach to one of several discovered servers."""
@@ -480,12 +491,17 @@ class Session(RestartMixin, LocalStateMixin):
 
     async def _poll_loop(self) -> None:
         last = 0.0
+        seen_lines = -1
         while not self._closed:
             self._flush_if_quiet()
             now = time.monotonic()
             if now - last >= POLL_INTERVAL_S and not self._restarting:
                 last = now
                 await self._poll_once()
+                if self.telemetry.decode_lines != seen_lines:  # live numbers feed some rules
+                    seen_lines = self.telemetry.decode_lines
+                    with contextlib.suppress(Exception):
+                        await self.refresh_findings(quiet=True)
             await asyncio.sleep(0.5)
 
     async def _poll_once(self) -> None:
@@ -534,14 +550,17 @@ class Session(RestartMixin, LocalStateMixin):
 
     # ------------------------------------------------------------ doctor
 
-    async def refresh_findings(self) -> list[Any]:
-        """Gather the facts and run the doctor's rules."""
+    async def refresh_findings(self, *, quiet: bool = False) -> list[Any]:
+        """Gather the facts and run the doctor's rules (`quiet`: tell listeners only when they changed)."""
         from eagle3_tui import session_facts
         from eagle3_tui.doctor import diagnose
 
         self.facts = session_facts.build_facts(self)
-        self.findings = list(diagnose(self.facts))
-        self._emit(FindingsChanged(list(self.findings)))
+        findings = list(diagnose(self.facts))
+        changed = findings != self.findings
+        self.findings = findings
+        if changed or not quiet:
+            self._emit(FindingsChanged(list(findings)))
         return self.findings
 
     # ------------------------------------------------------------ presets
