@@ -204,7 +204,7 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("EAGLE3_TUI_DATA_DIR", tempfile.mkdtemp())
 
-    runs = 3 if args.quick else 5
+    runs = 3 if args.quick else 7
     bare, console, torch_seen = first_frame(runs)
     print(
         f"first frame: bare Textual {bare * 1000:.0f} ms, eagle3-tui {console * 1000:.0f} ms, "
