@@ -92,6 +92,7 @@ def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     )
 
 
+@pytest.mark.timeout(1800)  # includes the one-time world build when this test is the first to need it
 async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eagle3App):
     app = demo_app
     async with app.run_test(size=(120, 40)) as pilot:
