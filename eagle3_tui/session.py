@@ -319,7 +319,7 @@ class Session(RestartMixin, LocalStateMixin):
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
         self._save_launch(spec)
-        self._set_server(state="ready" if self.server.state != "failed" else self.server.state, pid=proc.pid,
+        self._set_server(state="ready", pid=proc.pid,
                          pgid=proc.pgid, started_at=proc.start_time, port=spec.port, log_path=spec.log_path,
                          argv=spec.argv, kind=proc.kind, message="")
         self._update_effective()
@@ -522,6 +522,14 @@ class Session(RestartMixin, LocalStateMixin):
         """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
         pgid = self.server.pgid
         if pgid is None or self._restarting or await self._group_alive(pgid):
+            return
+        await self.refresh_servers()
+        if self.server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
+            self._notice(f"the server was restarted outside this session (now pid {self.server.pid})")
+            with contextlib.suppress(UserError):
+                if not await (await self.client()).health(timeout=5):
+                    self._set_server(state="starting", message="restarted outside this session: loading")
+                await self._read_launch_facts()
             return
         await asyncio.sleep(0.5)  # let the follower deliver the last lines
         self._flush_if_quiet(force=True)
