@@ -32,13 +32,29 @@ async def wait_until(pilot: Any, cond: Callable[[], bool], what: str, timeout: f
         if time.monotonic() > deadline:
             app = pilot.app
             tail = "\n".join(app.session.recent_log(15)) if app.session is not None else ""
-            raise AssertionError(f"timed out waiting for {what}; server {app.session.server}\n{tail}")
+            notes = [n.message for n in app._notifications]
+            raise AssertionError(f"timed out waiting for {what}; toasts {notes}; server {app.session.server}\n{tail}")
         await asyncio.sleep(0.1)
     await pilot.pause()
 
 
 def accept_points_since(session: Session, t0: float) -> list[float]:
     return [v for t, v in session.telemetry.series["accept_len"].window(t0, None)]
+
+
+def check_processes(draft_dir: str) -> list[str]:
+    """Command lines of running accuracy-check jobs on this draft dir."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "accuracy.py" in cmd and draft_dir in cmd:
+            found.append(cmd)
+    return found
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -129,6 +145,7 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         # accuracy check: start, cancel (the job on the host ends), start again, results side by side
         await pilot.press("c")
         await wait_until(pilot, lambda: app._busy("check"), "the check to start", 10)
+        await wait_until(pilot, lambda: bool(check_processes(s.profile.draft_path)), "the check job on the host", 60)
         # quitting while a check runs asks first; "n" keeps everything running
         await pilot.press("q")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ConfirmModal", "the quit confirmation", 10)
@@ -139,6 +156,12 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app._busy("check"), "the check to stop", 30)
         assert s.check is None
+        # the job on the host ended with it
+        draft = s.profile.draft_path
+        deadline = time.monotonic() + 15
+        while check_processes(draft) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert not check_processes(draft), check_processes(draft)
         await pilot.press("c")
         await wait_until(pilot, lambda: s.check is not None, "the check report", 300)
         table = app.query_one("#check-table", DataTable)
