@@ -626,7 +626,7 @@ class Session(RestartMixin, LocalStateMixin):
             new_argv = tuple(shlex.split(plan.after))
             undo = {"kind": "flags", "argv_before": list(self._spec.argv), "argv_after": list(new_argv),
                     "preset": plan.preset.name}
-            self._spec = dataclasses.replace(self._spec, argv=new_argv)
+            self._spec = self._spec.with_argv(new_argv)
             self._save_launch(self._spec)
         self._save_undo(undo)
         self._record("preset", results={"diff": plan.diff, "warnings": plan.warnings},
@@ -665,7 +665,7 @@ class Session(RestartMixin, LocalStateMixin):
                 self._spec = self._spec_from_profile_or_state()
             if self._spec is None:
                 raise UserError("the launch command to roll back to is unknown")
-            self._spec = dataclasses.replace(self._spec, argv=tuple(undo["argv_before"]))
+            self._spec = self._spec.with_argv(undo["argv_before"])
             self._save_launch(self._spec)
         self._clear_undo()
         self._record("rollback", results={}, note=f"rolled back {undo.get('preset')}")

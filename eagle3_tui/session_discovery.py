@@ -90,6 +90,10 @@ class LaunchSpec:
             bind_host=str(d.get("bind_host") or "127.0.0.1"),
         )
 
+    def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
+        """The same cwd, env and log with another command (its port and bind host re-read)."""
+        return LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+
     @classmethod
     def from_argv(
         cls, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None = None, log_path: str | None = None
