@@ -143,11 +143,14 @@ def group_servers(procs: Sequence[Any]) -> list[Any]:
 
 
 async def _read_environ(host: Any, pid: int) -> dict[str, str]:
+    """Read with `cat`: /proc files report size 0, so SFTP reads them as empty."""
     try:
-        data = await host.read_bytes(f"/proc/{pid}/environ")
-    except Exception:  # permission denied or gone: relaunch with the login environment
+        res = await host.run(["cat", f"/proc/{pid}/environ"], timeout=10)
+    except Exception:  # gone: relaunch with the login environment
         return {}
-    return relaunch_env(parse_environ(data))
+    if res.exit_code != 0:  # permission denied (another user's server)
+        return {}
+    return relaunch_env(parse_environ(res.stdout.encode("utf-8")))
 
 
 async def _stdout_target(host: Any, pid: int) -> str | None:

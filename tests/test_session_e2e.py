@@ -41,6 +41,7 @@ def _profile(world, tmp_path: Path) -> Profile:
     profile = demo_profile(world, port=_free_port(), state_dir=tmp_path / "demo")
     profile.launch_command = set_flags(profile.launch_command, {"sim-background-load": 1})
     profile.demo = False  # behave like a real host profile (read-only would refuse starting it)
+    profile.launch_env = {"SGLANG_E2E_MARK": "kept", "E2E_NOT_KEPT": "x"}
     return profile
 
 
@@ -73,6 +74,8 @@ async def _story(session: Session, world, *, full: bool) -> None:
         assert o.pid == s.pgid and o.state == "ready" and o.argv == s.argv
         assert o.log_path == session.profile.log_path  # what the server's stdout points to in /proc
         assert (o.steps, o.draft_tokens) == (1, 2)
+        # the relaunch environment came from /proc/<pid>/environ, whitelisted
+        assert other._spec.env.get("SGLANG_E2E_MARK") == "kept" and "E2E_NOT_KEPT" not in other._spec.env
     finally:
         await other.close()
 
