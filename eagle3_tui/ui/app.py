@@ -649,16 +649,29 @@ class Eagle3App(App[int]):
         return w is not None and w.is_running
 
     def _run_job(
-        self, group: str, coro: Awaitable[Any], label: str, *, done: str | None = None
+        self,
+        group: str,
+        coro: Awaitable[Any],
+        label: str,
+        *,
+        done: str | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> Worker[Any]:
+        """Run a session call as a worker: failures are a toast (and `on_error` resets the pane
+        that showed progress), never a crash."""
+
         async def job() -> Any:
             try:
                 result = await coro
             except asyncio.CancelledError:
                 self.notify(f"{label} cancelled", severity="warning")
+                if on_error is not None:
+                    on_error("cancelled")
                 raise
             except Exception as err:
                 self.notify(f"{label} failed: {_err_text(err)}", severity="error", timeout=12)
+                if on_error is not None:
+                    on_error(_err_text(err))
                 return None
             if done:
                 self.notify(done, timeout=4)
@@ -680,7 +693,14 @@ class Eagle3App(App[int]):
             # Workaround: Session.run_check does not pass the profile's target yet, and the check
             # needs the target's embedding when the draft has none (the demo's case).
             opts["target"] = target
-        self._run_job("check", self.session.run_check(**opts), "accuracy check")
+        self._run_job("check", self.session.run_check(**opts), "accuracy check", on_error=self._check_failed)
+
+    def _check_failed(self, why: str) -> None:
+        pane = self.query_one("#accuracy-pane")
+        if why == "cancelled":
+            pane.show_stopped("check cancelled: the job on the host was stopped")
+        else:
+            pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(why)}")
 
     def action_cancel(self) -> None:
         pane = self.query_one(LogPane)
@@ -716,6 +736,7 @@ class Eagle3App(App[int]):
             "bench",
             self.session.benchmark(baseline=baseline, **self.bench_opts),
             "baseline benchmark" if baseline else "benchmark",
+            on_error=lambda _why: self.query_one("#ledger-pane").hide_progress(),
         )
 
     # -- general -------------------------------------------------------------------------------------------

@@ -173,6 +173,10 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await pilot.press("b")
         await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app._busy("bench"), "the benchmark", 180)
         assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
+        # B: a baseline needs the server without speculation; the session says how, as a toast
+        await pilot.press("B")
+        await wait_until(pilot, lambda: any("no-speculation" in n.message for n in app._notifications), "the baseline hint", 30)
+        await wait_until(pilot, lambda: not app.query_one("#ledger-pane").has_class("running"), "the progress to clear", 10)
 
         # rollback: confirm, restart, the last apply (steps=15) is undone
         await pilot.press("u")

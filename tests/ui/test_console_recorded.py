@@ -120,8 +120,9 @@ async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
-        await pilot.press("2")
+        await pilot.click("#--content-tab-findings")  # the mouse works on tabs
         assert app.query_one(TabbedContent).active == "findings"
+        await pilot.press("2")
         pane = app.query_one(FindingsPane)
         assert pane.findings and pane.findings[0].rule_id == app.session.findings[0].rule_id
         detail = str(pane.query_one("#finding-detail").render())
@@ -208,8 +209,14 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
     attaches through LocalHost and the status bar shows what it found, read-only."""
     import argparse
 
-    from eagle3_tui.ui.launch import build_app
+    from eagle3_tui.ui.launch import build_app, free_port
 
+    # The profile pins a port nothing listens on (so servers other tests run here are not adopted),
+    # and sets a theme and a keymap, which the console must take from it.
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "hosts.toml").write_text(
+        f'[localhost]\nport = {free_port()}\ntheme = "eagle3-light"\nkeymap = {{ help = "f2" }}\n'
+    )
     args = argparse.Namespace(host=None, local=True, profile=None, readonly=True, demo=False, accept_new_host_key=False)
     app, cleanup = build_app(args, theme_dirs=[builtin_theme_dir()])
     async with app.run_test(size=(120, 40)) as pilot:
@@ -220,11 +227,24 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
             await pilot.pause(0.1)
         status = str(app.query_one("#status").render())
         assert "● local" in status and "READONLY" in status
-        # whatever this machine runs (other tests may have sim servers up), the bar says it
         assert f"server {app.session.server.state}" in status
+        assert app.session.server.state in ("stopped", "unknown")
+        assert app.theme == "eagle3-light"
+        await pilot.press("f2")
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
         await pilot.press("R")  # read-only: no confirmation, nothing restarted
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
+        # a check without a draft or data: the pane says why (one sentence), nothing hangs
+        await pilot.press("c")
+        for _ in range(100):
+            if not app._busy("check"):
+                break
+            await pilot.pause(0.1)
+        notes = str(app.query_one("#check-notes").render())
+        assert "check failed" in notes and "draft" in notes
+        assert not app.query_one("#accuracy-pane").has_class("running")
     cleanup()
 
 
