@@ -143,14 +143,11 @@ def group_servers(procs: Sequence[Any]) -> list[Any]:
 
 
 async def _read_environ(host: Any, pid: int) -> dict[str, str]:
-    """Read with `cat`: /proc files report size 0, so SFTP reads them as empty."""
     try:
-        res = await host.run(["cat", f"/proc/{pid}/environ"], timeout=10)
-    except Exception:  # gone: relaunch with the login environment
+        data = await host.read_bytes(f"/proc/{pid}/environ")
+    except Exception:  # gone, or another user's server: relaunch with the login environment
         return {}
-    if res.exit_code != 0:  # permission denied (another user's server)
-        return {}
-    return relaunch_env(parse_environ(res.stdout.encode("utf-8")))
+    return relaunch_env(parse_environ(data))
 
 
 async def _stdout_target(host: Any, pid: int) -> str | None:

@@ -133,6 +133,12 @@ async def test_read_stat_glob(host: Host, tmp_path: Path) -> None:
         await host.stat(str(tmp_path / "missing"))
 
 
+async def test_read_bytes_of_a_proc_file(host: Host) -> None:
+    """/proc files stat as size 0: the read must go to EOF, not trust the size (discovery reads environ)."""
+    data = await host.read_bytes(f"/proc/{os.getpid()}/environ")
+    assert data == Path(f"/proc/{os.getpid()}/environ").read_bytes() and len(data) > 0
+
+
 async def test_write_atomic_keeps_mode_and_backup(host: Host, tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_text('{"old": true}\n')

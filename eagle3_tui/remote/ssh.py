@@ -536,8 +536,12 @@ class SSHHost(Host):
 
     async def read_bytes(self, path: str) -> bytes:
         async def go(sftp: asyncssh.SFTPClient) -> bytes:
+            # Read to EOF in blocks: a plain read() trusts the stat size, which is 0 for /proc files.
+            chunks: list[bytes] = []
             async with sftp.open(path, "rb") as f:
-                return await f.read()
+                while chunk := await f.read(1 << 20):
+                    chunks.append(chunk)
+            return b"".join(chunks)
 
         return await self._sftp_call(path, "read", go)
 
