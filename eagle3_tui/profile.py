@@ -357,6 +357,9 @@ def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
         str(port),
         "--sim-background-load",
         "4",
+        # A decode stat every 10 iterations (SGLang's default is 40) so the demo's charts move at once.
+        "--decode-log-interval",
+        "10",
         "--sim-embed-capture-patch",
     ]
     return Profile(
