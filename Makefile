@@ -22,6 +22,8 @@ demo: venv
 
 test: venv
 	$(BIN)/ruff check eagle3_tui tests benchmarks
+	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
+	$(BIN)/python -m eagle3_tui.sim.world ensure
 	$(BIN)/python -m pytest -q
 
 bench: venv
