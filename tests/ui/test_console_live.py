@@ -104,7 +104,7 @@ def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         theme_dirs=[builtin_theme_dir()],
         screenshot_dir=tmp_path / "shots",
         bench_opts={"num_prompts": 6, "concurrency": 3, "max_tokens": 24},
-        check_opts={"samples": 1500, "threads": 1},
+        check_opts={"samples": 600, "threads": 1},
     )
 
 

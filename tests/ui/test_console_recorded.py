@@ -253,3 +253,25 @@ def test_marker_labels_do_not_overlap():
 
     got = fit_marker_labels([(-40, "restart"), (-250, "preset steps=15"), (-247, "restart"), (-70, "benchmark"), (-400, "old")], -300, 5.0)
     assert got == [(-250, ""), (-247, "restart"), (-70, "bench"), (-40, "restart")]
+
+
+def test_log_highlighter_colours_failures_and_warnings():
+    from rich.text import Text
+
+    from eagle3_tui.ui.widgets.log_pane import LogHighlighter
+
+    h = LogHighlighter()
+    h.set_colors("#ff0000", "#ffff00", "#00ff00")
+    lines = recorded_lines()
+    styled = {}
+    for line in lines:
+        text = Text(line)
+        h.highlight(text)
+        styled[line] = text.spans[0].style.color.triplet.hex if text.spans else None
+    failure = next(ln for ln in lines if "Scheduler hit an exception" in ln)
+    frame = next(ln for ln in lines if ln.startswith("  File "))
+    warning = next(ln for ln in lines if "WARNING" in ln)
+    ready = next(ln for ln in lines if "ready to roll" in ln)
+    decode = next(ln for ln in lines if "Decode batch" in ln)
+    assert styled[failure] == styled[frame] == "#ff0000"
+    assert styled[warning] == "#ffff00" and styled[ready] == "#00ff00" and styled[decode] is None

@@ -25,6 +25,7 @@ from eagle3_tui.ui.format import wrap_line
 
 _BAD = re.compile(
     r"Traceback|Error|ERROR|exception|Exception|sigquit|SIGQUIT|Segmentation fault|illegal memory access|Killed"
+    r'|^\s+File "|^\s+\^+\s*$'  # the body of a Python traceback
 )
 _WARN = re.compile(r"WARNING|Warning|warning|overrid")
 _GOOD = re.compile(r"fired up and ready to roll")
