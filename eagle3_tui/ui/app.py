@@ -776,10 +776,26 @@ class Eagle3App(App[int]):
     def _on_signal(self, hangup: bool) -> None:
         self.run_worker(self._hangup() if hangup else self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
+    async def _settle_jobs(self) -> None:
+        """Before leaving: cancel a check or benchmark (their host jobs end with them), but let a
+        restart finish (it has its own deadline) so no half-started server is left behind."""
+        restart = self.jobs.get("restart")
+        if restart is not None and restart.is_running:
+            self.notify("waiting for the restart to finish before quitting…", timeout=30)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(restart.wait(), 900)
+        running = [w for w in self.jobs.values() if w.is_running]
+        for w in running:
+            w.cancel()
+        for w in running:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(w.wait(), 30)
+
     async def _hangup(self) -> None:
         """The terminal is gone: stop what we started, then leave at once. Textual's own exit would
         block writing the terminal-restore sequence to a tty that no longer exists."""
         self.quitting = True
+        await self._settle_jobs()
         if self.session is not None and self.on_exit_hook is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.on_exit_hook(self.session), 60)
@@ -792,9 +808,7 @@ class Eagle3App(App[int]):
         if self.quitting:
             return
         self.quitting = True
-        for w in self.jobs.values():
-            if w.is_running:
-                w.cancel()
+        await self._settle_jobs()
         if self.session is not None and self.on_exit_hook is not None:
             self.notify("stopping…", timeout=30)
             try:

@@ -60,6 +60,16 @@ wait_for() {
     fail "timed out after $2 s waiting for $3 (/$1/)"
 }
 
+# wait_gone REGEX TIMEOUT WHAT
+wait_gone() {
+    local deadline=$((SECONDS + $2))
+    while ((SECONDS < deadline)); do
+        screen | grep -Eq -- "$1" || return 0
+        sleep 0.5
+    done
+    fail "timed out after $2 s waiting for $3 (/$1/ still on screen)"
+}
+
 keys() { T send-keys -t "$SESSION" "$@"; sleep 0.6; }
 
 command -v tmux >/dev/null || { echo "tmux not installed" >&2; exit 2; }
@@ -111,9 +121,26 @@ keys 3
 wait_for "Served now" 10 "the config pane"
 wait_for "train-\[:-1\]" 10 "the training-wiring preset"
 
-# 6. Quit: the demo server is stopped.
+# 6. The command palette applies the steps fix: diff modal, confirm, restart, new flags in the bar.
+keys C-p
+keys -l 'Apply preset: steps=15'
+sleep 1
+keys Enter
+wait_for "Apply preset steps=15" 30 "the diff modal"
+wait_for "speculative-num-steps 15" 10 "the launch-command diff"
+keys y
+wait_for "steps 15 topk 1 draft tokens 16" 180 "the restart with steps 15"
+wait_gone "restart:" 180 "the restart to finish"
+wait_for "server .*ready" 60 "the restarted server to be ready"
+SERVER_PID="$(screen | sed -n 's/.*pid \([0-9][0-9]*\).*/\1/p' | head -1)"
+
+# 7. Quit: the demo server is stopped.
 keys q
-wait_for "APP-EXIT 0" 60 "the console to exit cleanly"
+sleep 1
+if screen | grep -q "Quit anyway"; then  # a restart or check still finishing: confirm
+    keys y
+fi
+wait_for "APP-EXIT 0" 120 "the console to exit cleanly"
 for _ in $(seq 1 100); do
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.2
@@ -121,4 +148,4 @@ done
 if kill -0 "$SERVER_PID" 2>/dev/null; then
     fail "quitting left the demo server (pid $SERVER_PID) running"
 fi
-echo "OK: demo reached decode stats, findings, help, filter, pause, config, quit stopped pid $SERVER_PID"
+echo "OK: demo reached decode stats, findings, help, filter, pause, config, palette apply + restart, quit stopped pid $SERVER_PID"
