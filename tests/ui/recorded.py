@@ -112,7 +112,8 @@ def recorded_session(tmp: Path, *, readonly: bool = False) -> tuple[Session, flo
 
 
 def recorded_report():
-    """A CheckReport as the check job returns it (JSON), for the accuracy pane."""
+    """A CheckReport recorded from a real check run (checkjob.run_check on the demo world through
+    LocalHost, 2,000 positions, steps 1; the two paths replaced by neutral ones), for the accuracy pane."""
     import json
 
     from eagle3_tui.eagle.accuracy import CheckReport

@@ -98,10 +98,11 @@ def report_notes(report: Any) -> str:
     scored = [w for w in wirings if w.top1 is not None]
     if scored:
         best = max(scored, key=lambda w: w.top1)
+        steps = getattr(report, "steps", "?")
         lines.append(
             f"[b]Best wiring:[/b] [$accept-good]{escape(best.name)}[/] {escape(fmt_boundaries(best.boundaries))}"
             f" top-1 {best.top1 * 100:.1f}% · predicted accept len {fmt_num(best.predicted_accept_len)}"
-            f" (chain of {getattr(report, 'steps', '?')} steps)"
+            f" (chain of {steps} step{'' if steps == 1 else 's'})"
         )
     lines.append(
         f"[$foreground-muted]data {escape(str(getattr(report, 'data', '')))} ({escape(str(getattr(report, 'layout', '')))}),"
