@@ -9,7 +9,7 @@
 3. Memory flat while a million lines pass through the same pipeline: RSS after the first 100k lines vs
    after 1M lines. Budget: ratio close to 1 (bounded buffers everywhere).
 
-Run: .venv/bin/python benchmarks/ui_bench.py [--quick]
+Run: .venv/bin/python benchmarks/ui_bench.py [--quick]   (UI_BENCH_VERBOSE=1 prints every key's latency)
 """
 
 from __future__ import annotations
@@ -179,6 +179,8 @@ async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: b
             while check() != want:
                 await asyncio.sleep(0.0005)
             latencies.append(time.perf_counter() - t0)
+            if os.environ.get("UI_BENCH_VERBOSE"):
+                print(f"{key} {1000 * latencies[-1]:.1f} ms", file=sys.stderr)
             i += 1
             await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - t_start
@@ -211,8 +213,9 @@ def main() -> int:
         f"ratio {console / bare:.2f} (budget 1.5); torch imported: {torch_seen}"
     )
 
-    idle = asyncio.run(stream_run(None, 0, 20, mem=False))
-    busy = asyncio.run(stream_run(20_000, 10**9, 20, mem=False))
+    presses = 20 if args.quick else 40
+    idle = asyncio.run(stream_run(None, 0, presses, mem=False))
+    busy = asyncio.run(stream_run(20_000, 10**9, presses, mem=False))
     print(f"key latency idle: p50 {idle['p50_ms']:.1f} ms, p95 {idle['p95_ms']:.1f} ms")
     print(
         f"key latency while streaming {busy['rate']:,.0f} lines/s (target 20,000): p50 {busy['p50_ms']:.1f} ms, "

@@ -38,7 +38,10 @@ async def _settle(pilot) -> None:
     pane.add_lines(recorded_lines()[-40:])
     pane.flush()
     await pilot.pause()
-    for chart in app.query(TimeChart):
+    charts = list(app.query(TimeChart))
+    while any(c._building for c in charts):  # a tick's build in its thread: let it land first
+        await pilot.pause(0.05)
+    for chart in charts:
         chart.redraw()
     app._update_strips()
     await pilot.pause()

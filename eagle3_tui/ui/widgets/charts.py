@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
 from textual_plotext import PlotextPlot
@@ -66,32 +67,62 @@ class TimeChart(PlotextPlot):
         self.dirty = True
         self.last_draw = 0.0
         self.draws = 0  # how many times the plot was rebuilt (tests and the benchmark read it)
-        self._frame: RenderResult | None = None
-        self._frame_size: Any = None
+        self._frame: Text | None = None
+        self._building = False
         self.points_drawn = 0
 
     def on_resize(self) -> None:
         self.dirty = True
-        self._frame = None
 
     def render(self) -> RenderResult:
         """The frame built by the last redraw; plotext only builds in `redraw` (PlotextPlot would
         rebuild on every refresh of the widget, whatever caused it)."""
-        if self._frame is None or self._frame_size != self.size:
+        if self._frame is None and not self._building:
             self._frame = super().render()
-            self._frame_size = self.size
-        return self._frame
+        return self._frame if self._frame is not None else Text("")
 
     def maybe_redraw(self, now: float | None = None) -> bool:
-        """Rebuild the plot if dirty, visible and not rebuilt within the rate limit."""
+        """Rebuild the plot if dirty, visible and not rebuilt within the rate limit. The plotext
+        build (tens of ms) runs in a thread so keys are not kept waiting behind it."""
         now = time.monotonic() if now is None else now
-        if not self.dirty or not self.is_on_screen or now - self.last_draw < self.min_interval:
+        if self._building or not self.dirty or not self.is_on_screen or now - self.last_draw < self.min_interval:
             return False
-        self.redraw()
+        self._configure()
+        self._building = True
         self.last_draw = now
+        theme_name = self._get_plotext_theme_name(self.app.theme)
+        size = self.size
+        self.run_worker(lambda: self._build_thread(theme_name, size), thread=True, exit_on_error=False)
         return True
 
+    def _build_thread(self, theme_name: str, size: Any) -> None:
+        try:
+            frame = self._build(theme_name, size)
+        except Exception:  # a plot that cannot be drawn keeps the last frame
+            frame = None
+        self.app.call_from_thread(self._set_frame, frame)
+
+    def _set_frame(self, frame: Text | None) -> None:
+        self._building = False
+        if frame is not None:
+            self._frame = frame
+            self.refresh()
+
+    def _build(self, theme_name: str, size: Any) -> Text:
+        plt = self.plt
+        plt.plotsize(size.width, size.height)
+        plt._set_size(size.width, size.height)
+        plt.theme(theme_name)
+        return Text.from_ansi(plt.build())
+
     def redraw(self) -> None:
+        """Configure and build now, on this thread (tests and snapshots use it)."""
+        self._configure()
+        self._frame = self._build(self._get_plotext_theme_name(self.app.theme), self.size)
+        self.refresh()
+
+    def _configure(self) -> None:
+        """Set the plot's data from the source (downsampled on the UI thread, where the rings live)."""
         width = max(self.size.width, 20)
         data = self.source(width * 2)
         plt = self.plt
@@ -124,5 +155,3 @@ class TimeChart(PlotextPlot):
         self.points_drawn = len(data.xs)
         self.draws += 1
         self.dirty = False
-        self._frame = None
-        self.refresh()
