@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -124,6 +125,7 @@ class Eagle3App(App[int]):
         self.restarting = False
         self.quitting = False
         self.exit_cleanup: Callable[[], None] | None = None  # launch.py's temp-dir removal, for a hang-up
+        self.hangup_hook: Callable[[], None] | None = None  # launch.py's synchronous emergency stop
         self.panes_ready = False
         self._strips_dirty = True
         self._charts_dirty = True
@@ -199,9 +201,10 @@ class Eagle3App(App[int]):
             # A closed terminal (SIGHUP) or a kill (SIGTERM) quits through the normal path, so the
             # demo's server is stopped rather than left running.
             loop = asyncio.get_running_loop()
-            for sig in (signal.SIGHUP, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, self._on_signal, sig == signal.SIGHUP)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal.SIGTERM, self._on_signal, False)
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signal.SIGHUP, self._on_sighup)
         if self.keymap:
             self.set_keymap(self.keymap)
         for reason in self._theme_errors:
@@ -774,7 +777,7 @@ class Eagle3App(App[int]):
         await self.shutdown_and_exit()
 
     def _on_signal(self, hangup: bool) -> None:
-        self.run_worker(self._hangup() if hangup else self.shutdown_and_exit(), group="quit", exit_on_error=False)
+        self.run_worker(self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
     async def _settle_jobs(self) -> None:
         """Before leaving: cancel a check or benchmark (their host jobs end with them), but let a
@@ -791,18 +794,20 @@ class Eagle3App(App[int]):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(w.wait(), 30)
 
-    async def _hangup(self) -> None:
-        """The terminal is gone: stop what we started, then leave at once. Textual's own exit would
-        block writing the terminal-restore sequence to a tty that no longer exists."""
+    def _on_sighup(self, signum: int, frame: Any) -> None:
+        """The terminal is gone. Textual's loop may already be stuck writing to the dead tty, so the
+        way out runs in a thread: the launcher's emergency stop (the demo's server), its cleanup,
+        then exit."""
         self.quitting = True
-        await self._settle_jobs()
-        if self.session is not None and self.on_exit_hook is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.on_exit_hook(self.session), 60)
-        if self.exit_cleanup is not None:
-            with contextlib.suppress(Exception):
-                self.exit_cleanup()
-        os._exit(129)
+
+        def leave() -> None:
+            for hook in (self.hangup_hook, self.exit_cleanup):
+                if hook is not None:
+                    with contextlib.suppress(Exception):
+                        hook()
+            os._exit(129)
+
+        threading.Thread(target=leave, name="eagle3-hangup").start()
 
     async def shutdown_and_exit(self) -> None:
         if self.quitting:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,27 @@ async def _stop_and_close(session: Any) -> None:
             await session.stop_server()
     finally:
         await session.close()
+
+
+def stop_local_group(session: Any, grace: float = 15.0) -> None:
+    """Synchronous emergency stop of a local server's process group (TERM, grace, KILL): what a
+    hang-up runs for the demo, when the event loop may no longer be able to run the session's stop."""
+    pgid = getattr(session.server, "pgid", None)
+    if not pgid:
+        return
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 async def _close(session: Any) -> None:
@@ -89,6 +113,7 @@ def build_app(args: argparse.Namespace, **app_kwargs: Any) -> tuple[Any, Callabl
             hint=DEMO_HINT,
             **app_kwargs,
         )
+        app.hangup_hook = lambda: app.session is not None and stop_local_group(app.session)
         return app, lambda: shutil.rmtree(state_root, ignore_errors=True)
 
     from eagle3_tui.profile import load_profile
