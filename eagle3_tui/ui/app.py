@@ -22,6 +22,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.message import Message
 from textual.widgets import Footer, Label, TabbedContent, TabPane
@@ -354,7 +355,9 @@ class Eagle3App(App[int]):
     @on(SessionEvent)
     def _on_session_event(self, message: SessionEvent) -> None:
         handler = getattr(self, f"_ev_{message.kind}", None)
-        if handler is not None:
+        if handler is None or not self.panes_ready:
+            return
+        with contextlib.suppress(NoMatches):  # events that arrive while the screen is torn down
             handler(message.event)
 
     def _ev_ConnectionChanged(self, ev: Any) -> None:
@@ -439,7 +442,7 @@ class Eagle3App(App[int]):
         return self._chart_widgets
 
     def _chart_tick(self) -> None:
-        if self.session is None or not self.panes_ready:
+        if self.session is None or not self.panes_ready or self.quitting:
             return
         now = time.monotonic()
         if self._charts_dirty:
@@ -450,10 +453,11 @@ class Eagle3App(App[int]):
             chart.maybe_redraw(now)
 
     def _second_tick(self) -> None:
-        if self.session is None or not self.panes_ready:
+        if self.session is None or not self.panes_ready or self.quitting:
             return
-        self.query_one(StatusBar).tick()
-        self.query_one(LogPane).tick()
+        with contextlib.suppress(NoMatches):  # the screen is being torn down
+            self.query_one(StatusBar).tick()
+            self.query_one(LogPane).tick()
         if self._strips_dirty:  # sparklines once a second: cheap to draw, but each reads the rings
             self._strips_dirty = False
             self._update_strips()

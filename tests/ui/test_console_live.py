@@ -132,9 +132,9 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         assert s.server.layer_ids == (-1, 1, 5)
         # then the steps flag: topk 1 caps accept length at steps + 1 = 2; steps 15 lifts the cap
         assert max(accept_points_since(s, 0)) <= 2.0
-        t_fix = time.time()
         await apply_preset(pilot, "steps=15", "--speculative-num-steps 15")
         assert s.server.steps == 15
+        t_fix = time.time()  # after the restart: the old server's last lines are not the new one's
         await wait_until(pilot, lambda: len(accept_points_since(s, t_fix)) >= 3, "decode stats after the fix")
         after = accept_points_since(s, t_fix)
         assert sum(after) / len(after) > 2.05, after
