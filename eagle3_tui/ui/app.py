@@ -694,13 +694,8 @@ class Eagle3App(App[int]):
             return
         self.action_show_tab("accuracy")
         self.query_one("#accuracy-pane").show_started()
-        opts = dict(self.check_opts)
-        target = getattr(getattr(self.session, "profile", None), "target_path", None)
-        if target and "target" not in opts:
-            # Workaround: Session.run_check does not pass the profile's target yet, and the check
-            # needs the target's embedding when the draft has none (the demo's case).
-            opts["target"] = target
-        self._run_job("check", self.session.run_check(**opts), "accuracy check", on_error=self._check_failed)
+        self._run_job("check", self.session.run_check(**self.check_opts), "accuracy check",
+                      on_error=self._check_failed)
 
     def _check_failed(self, why: str) -> None:
         pane = self.query_one("#accuracy-pane")

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,6 +40,8 @@ __all__ = [
     "pytest_collection_modifyitems",
     "sim_server",
     "start_sim_server",
+    "stop_processes_under",
+    "stray_process_guard",
 ]
 
 # The first test that needs the demo world builds it (about 4 minutes of one CPU): more than the
@@ -170,6 +173,50 @@ def start_sim_server(
         except subprocess.TimeoutExpired:
             pass
     return server
+
+
+def stop_processes_under(path: Path, grace: float = 10.0) -> list[str]:
+    """Stop (TERM, grace, KILL) the process group of every process whose command line names `path`;
+    return their command lines. For tests whose servers a Session launched detached: a failed or
+    timed-out test must not leave a sim server eating the CPU of every test after it."""
+    marker = str(path).encode()
+    own = {os.getpid(), os.getpgid(0)}
+    groups: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in own:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            pgid = os.getpgid(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+        if marker in cmdline and pgid not in own:
+            groups[pgid] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for pgid in groups:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+    return list(groups.values())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stray_process_guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end of the run, stop whatever a test left running under the run's temp dir, and say so."""
+    yield
+    left = stop_processes_under(tmp_path_factory.getbasetemp())
+    if left:
+        print(f"\nstopped {len(left)} process group(s) left running by tests:", *left, sep="\n  ",
+              file=sys.stderr)
 
 
 @pytest.fixture

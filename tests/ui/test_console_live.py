@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from eagle3_tui.session import Session
 from eagle3_tui.ui.app import Eagle3App
 from eagle3_tui.ui.launch import _attach_and_start, _stop_and_close, free_port
 from eagle3_tui.ui.themes import builtin_theme_dir
+from tests.plugins.world import stop_processes_under
 from tests.ui.recorded import until_ready
 
 pytestmark = pytest.mark.slow
@@ -92,12 +93,12 @@ async def apply_preset(pilot: Any, name: str, diff_text: str) -> None:
 
 
 @pytest.fixture
-def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Eagle3App:
+def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Eagle3App]:
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
     profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
     profile.launch_command = [*profile.launch_command, "--decode-log-interval", "8"]  # stats sooner
     session = Session(profile)
-    return Eagle3App(
+    yield Eagle3App(
         session,
         start=_attach_and_start,
         on_exit=_stop_and_close,
@@ -106,6 +107,8 @@ def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         bench_opts={"num_prompts": 6, "concurrency": 3, "max_tokens": 24},
         check_opts={"samples": 600, "threads": 1},
     )
+    # The app stops its server on quit; a test that fails before quitting must not leave it running.
+    stop_processes_under(tmp_path)
 
 
 @pytest.mark.timeout(1800)  # includes the one-time world build when this test is the first to need it
