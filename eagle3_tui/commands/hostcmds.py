@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 NAMES = ("doctor", "watch", "bench", "apply", "restart", "rollback", "presets")
@@ -267,38 +268,29 @@ async def _apply(session: Any, args: argparse.Namespace) -> int:
     _print_plan(plan)
     if plan.problems:
         raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
-    _confirm(args, f"apply {plan.preset.name} and restart the server?")
-    session.add_listener(_progress_printer)
-    try:
-        await session.apply(plan)
-    except UserError:
-        _print_failure(session)
-        raise
-    print(_server_line(session))
-    return 0
+    return await _confirmed_restart(session, args, f"apply {plan.preset.name} and restart the server?",
+                                    lambda: session.apply(plan))
 
 
 async def _restart(session: Any, args: argparse.Namespace) -> int:
-    from eagle3_tui.errors import UserError
-
-    _confirm(args, "restart the server?")
-    session.add_listener(_progress_printer)
-    try:
-        await session.restart()
-    except UserError:
-        _print_failure(session)
-        raise
-    print(_server_line(session))
-    return 0
+    return await _confirmed_restart(session, args, "restart the server?", session.restart)
 
 
 async def _rollback(session: Any, args: argparse.Namespace) -> int:
+    return await _confirmed_restart(session, args, "roll back the last preset and restart the server?",
+                                    session.rollback)
+
+
+async def _confirmed_restart(
+    session: Any, args: argparse.Namespace, question: str, action: Callable[[], Awaitable[None]]
+) -> int:
+    """Every changing command: confirm, print restart progress, on failure the failure and log tail."""
     from eagle3_tui.errors import UserError
 
-    _confirm(args, "roll back the last preset and restart the server?")
+    _confirm(args, question)
     session.add_listener(_progress_printer)
     try:
-        await session.rollback()
+        await action()
     except UserError:
         _print_failure(session)
         raise
