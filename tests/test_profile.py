@@ -13,7 +13,7 @@ from eagle3_tui.profile import default_profile_path, demo_profile, load_profile,
 
 HOSTS = """
 ["gpu-box"]
-address = "10.0.0.5"
+address = "gpu-box.lan"
 log_path = "/root/sglang.log"
 launch_command = "python -m sglang.launch_server --model-path '/models/k 2'"
 remote_python = "/root/venv/bin/python"
@@ -48,11 +48,11 @@ def test_env_overrides_config_dir(config_dir):
 
 def test_table_by_name_and_by_address(config_dir):
     p = load_profile("gpu-box")
-    assert p.target == "10.0.0.5" and not p.local
+    assert p.target == "gpu-box.lan" and not p.local
     assert p.launch_command == ["python", "-m", "sglang.launch_server", "--model-path", "/models/k 2"]
     assert p.data_slots == (0, 3, 31, 59)
     assert p.baseline_tps == 90.0 and p.restart_deadline_s == 600.0
-    by_addr = load_profile("10.0.0.5")
+    by_addr = load_profile("gpu-box.lan")
     assert by_addr.name == "gpu-box"
     names = {pr.name: pr for pr in p.presets}
     assert names["embed-3-31"].kind == "layers" and names["embed-3-31"].layer_ids == (-1, 2, 30)

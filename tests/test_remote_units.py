@@ -30,7 +30,7 @@ def test_command_line_quotes_every_argument_and_reports_the_group() -> None:
     ("target", "expected"),
     [
         ("gpu-box", ("gpu-box", None, None)),
-        ("root@10.0.0.5", ("10.0.0.5", "root", None)),
+        ("root@gpu-box.lan", ("gpu-box.lan", "root", None)),
         ("ubuntu@gpu:2222", ("gpu", "ubuntu", 2222)),
         ("[::1]:2200", ("::1", None, 2200)),
         ("fe80::1", ("fe80::1", None, None)),
