@@ -68,6 +68,27 @@ def _lr(step: int, total: int, peak: float) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
+def _optimizer_step(
+    opt: torch.optim.Optimizer,
+    model: torch.nn.Module,
+    loss: Tensor,
+    step: int,
+    total: int,
+    peak_lr: float,
+    label: str,
+    progress: Callable[[str], None],
+) -> None:
+    """One scheduled AdamW step with gradient clipping; a progress line every 50 steps."""
+    for g in opt.param_groups:
+        g["lr"] = _lr(step, total, peak_lr)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    if step % 50 == 0 or step == total - 1:
+        progress(f"{label} step {step + 1}/{total} loss {loss.item():.3f}")
+
+
 def train_target(r: Recipe, corpus: Tensor, progress: Callable[[str], None]) -> TargetModel:
     gen = torch.Generator().manual_seed(r.seed)
     torch.manual_seed(r.seed)
@@ -84,14 +105,7 @@ def train_target(r: Recipe, corpus: Tensor, progress: Callable[[str], None]) -> 
         batch = sample_sequences(corpus, r.target_batch, r, gen)
         logits, _ = model(batch[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        for g in opt.param_groups:
-            g["lr"] = _lr(step, r.target_steps, r.target_lr)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == r.target_steps - 1:
-            progress(f"target step {step + 1}/{r.target_steps} loss {loss.item():.3f}")
+        _optimizer_step(opt, model, loss, step, r.target_steps, r.target_lr, "target", progress)
     model.eval()
     return model
 
@@ -214,14 +228,7 @@ def train_draft(
             loss = loss + F.cross_entropy(
                 lg.reshape(-1, lg.shape[-1]), tgt.reshape(-1), ignore_index=-100
             ) * (0.8**s)
-        for g in opt.param_groups:
-            g["lr"] = _lr(step, r.draft_steps, r.draft_lr)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == r.draft_steps - 1:
-            progress(f"draft step {step + 1}/{r.draft_steps} loss {loss.item():.3f}")
+        _optimizer_step(opt, model, loss, step, r.draft_steps, r.draft_lr, "draft", progress)
     model.eval()
     return model
 
