@@ -106,6 +106,15 @@ def test_profile_file_missing_is_clear(tmp_path):
         run(["doctor", "--local", "--profile", str(Path(tmp_path) / "nope.toml")])
 
 
+def test_doctor_with_no_server_and_no_paths_says_there_is_nothing_to_diagnose(tmp_path, monkeypatch):
+    """A host with no server and an empty profile must not print "no findings" (a clean bill of health)."""
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["here"]\nlocal = true\nport = 1\nstate_dir = "{tmp_path / "state"}"\n')
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(UserError, match="nothing to diagnose"):
+        run(["doctor", "--host", "here", "--profile", str(prof)])
+
+
 def test_doctor_over_ssh_from_the_cli(sshd, tmp_path, monkeypatch, capsys):
     """`eagle3-tui doctor --host ALIAS --json` through the real sshd (no server running: facts from files)."""
     draft = tmp_path / "draft"

@@ -118,6 +118,15 @@ def _server_line(session: Any) -> str:
 async def _doctor(session: Any, args: argparse.Namespace) -> int:
     import json
 
+    from eagle3_tui.errors import UserError
+
+    prof = session.profile
+    if session.server.pid is None and not (prof.launch_command or prof.draft_path or prof.target_path):
+        # "no findings" would read as a clean bill of health; there was nothing to examine
+        raise UserError(
+            f"no SGLang server is running on {prof.name} and its profile names no launch command, draft "
+            "or target: nothing to diagnose (start the server, or set draft_path and target_path)"
+        )
     findings = await session.refresh_findings()
     if args.json:
         print(json.dumps({"host": session.profile.name, "server": _server_json(session),
