@@ -96,7 +96,9 @@ class KVCache:
         return KVCache(self.k[:, :, :length], self.v[:, :, :length])
 
 
-class _Attention(nn.Module):
+class Attention(nn.Module):
+    """Llama attention with grouped KV heads; `in_size` is 2H in the EAGLE-3 mid layer, H in the target."""
+
     def __init__(self, in_size: int, hidden: int, heads: int, kv_heads: int, head_dim: int) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
@@ -123,7 +125,7 @@ class _Attention(nn.Module):
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 
 
-class _MLP(nn.Module):
+class MLP(nn.Module):
     def __init__(self, hidden: int, inter: int) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, inter, bias=False)
@@ -142,8 +144,8 @@ class _MidLayer(nn.Module):
         self.input_layernorm = RMSNorm(hidden, eps)
         self.hidden_norm = RMSNorm(hidden, eps)
         self.post_attention_layernorm = RMSNorm(hidden, eps)
-        self.self_attn = _Attention(2 * hidden, hidden, heads, kv_heads, head_dim)
-        self.mlp = _MLP(hidden, inter)
+        self.self_attn = Attention(2 * hidden, hidden, heads, kv_heads, head_dim)
+        self.mlp = MLP(hidden, inter)
 
 
 def _cfg(config: Mapping[str, Any], key: str, default: Any = None) -> Any:

@@ -10,37 +10,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eagle3_tui.eagle.drafter import KVCache, RMSNorm, apply_rope, rope_cos_sin
-
-
-class _Attention(nn.Module):
-    def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int) -> None:
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
-
-
-class _MLP(nn.Module):
-    def __init__(self, hidden: int, inter: int) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden, inter, bias=False)
-        self.up_proj = nn.Linear(hidden, inter, bias=False)
-        self.down_proj = nn.Linear(inter, hidden, bias=False)
+from eagle3_tui.eagle.drafter import MLP, Attention, KVCache, RMSNorm, rope_cos_sin
 
 
 class _Layer(nn.Module):
     def __init__(self, hidden: int, inter: int, heads: int, kv_heads: int, head_dim: int, eps: float) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(hidden, eps)
-        self.self_attn = _Attention(hidden, heads, kv_heads, head_dim)
+        self.self_attn = Attention(hidden, hidden, heads, kv_heads, head_dim)
         self.post_attention_layernorm = RMSNorm(hidden, eps)
-        self.mlp = _MLP(hidden, inter)
+        self.mlp = MLP(hidden, inter)
 
 
 class _Model(nn.Module):
@@ -105,24 +86,13 @@ class TargetModel(nn.Module):
         boundaries = [x]
         caches: list[KVCache] = []
         for i, layer in enumerate(self.model.layers):
-            attn = layer.self_attn
-            z = layer.input_layernorm(x)
-            q = attn.q_proj(z).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
-            k = attn.k_proj(z).view(b, t, attn.kv_heads, attn.head_dim).transpose(1, 2)
-            v = attn.v_proj(z).view(b, t, attn.kv_heads, attn.head_dim).transpose(1, 2)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
             cache = past[i].extended(k, v) if past else KVCache(k, v)
             if return_cache:
                 caches.append(cache)
-            kk, vv = cache.k, cache.v
-            assert kk is not None and vv is not None
-            if attn.kv_heads != attn.heads:
-                rep = attn.heads // attn.kv_heads
-                kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
-            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, is_causal=mask is None)
-            x = x + attn.o_proj(o.transpose(1, 2).reshape(b, t, -1))
-            m = layer.post_attention_layernorm(x)
-            x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(m)) * layer.mlp.up_proj(m))
+            assert cache.k is not None and cache.v is not None
+            x = x + layer.self_attn.attend(q, cache.k, cache.v, mask, causal=True)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
             boundaries.append(x)
         logits = self.lm_head(self.model.norm(x))
         if return_cache:
