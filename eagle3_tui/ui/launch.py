@@ -47,8 +47,12 @@ def stop_local_group(session: Any, grace: float = 15.0) -> None:
     """Synchronous emergency stop of a local server's process group (TERM, grace, KILL): what a
     hang-up runs for the demo, when the event loop may no longer be able to run the session's stop."""
     pgid = getattr(session.server, "pgid", None)
-    if not pgid:
-        return
+    if pgid:
+        terminate_group(pgid, grace)
+
+
+def terminate_group(pgid: int, grace: float) -> None:
+    """TERM a local process group, wait up to `grace` seconds for it to go, then KILL it."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:

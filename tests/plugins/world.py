@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from eagle3_tui.ui.launch import terminate_group
 
 __all__ = [
     "SimServer",
@@ -193,19 +194,7 @@ def stop_processes_under(path: Path, grace: float = 10.0) -> list[str]:
         if marker in cmdline and pgid not in own:
             groups[pgid] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
     for pgid in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for pgid in groups:
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
+        terminate_group(pgid, grace)
     return list(groups.values())
 
 
