@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_tui.eagle.accuracy import CheckOptions, CheckReport, chain_acceptance, run_check
+from eagle3_tui.eagle.accuracy import (
+    CheckOptions,
+    CheckReport,
+    WiringResult,
+    chain_acceptance,
+    predicted_accept_len,
+    run_check,
+)
 from tests.test_check_mini import Mini, build_mini
 
 
@@ -76,6 +83,22 @@ def test_report_round_trip(amini: Mini) -> None:
     assert back.best().name == "training"
     assert d["predicted_accept_len"] == back.best().predicted_accept_len
     assert len(back.result("training").step_accept) == 3
+
+
+def test_predicted_accept_len_answers_for_the_served_boundaries() -> None:
+    rep = CheckReport("d", "x", wirings=[
+        WiringResult("training", [0, 3, 31], [0, 1, 2], top1=0.7, predicted_accept_len=3.1),
+        WiringResult("serving default", [2, 16, 29], [], note="no slot"),
+        WiringResult("draft config", [3, 31, 59], [1, 2, 3], top1=0.2, predicted_accept_len=1.4),
+    ])
+    assert predicted_accept_len(rep, (0, 3, 31)) == 3.1
+    assert predicted_accept_len(rep, [3, 31, 59]) == 1.4
+    # a wiring that was not measured, or boundaries no wiring fed, predict nothing
+    assert predicted_accept_len(rep, [2, 16, 29]) is None
+    assert predicted_accept_len(rep, [1, 2, 3]) is None
+    # served boundaries unknown: what SGLang captures from the draft config
+    assert predicted_accept_len(rep, None) == 1.4
+    assert predicted_accept_len(None, [0, 3, 31]) is None
 
 
 def test_target_tail_recovers_the_final_state(tmp_path: Path) -> None:

@@ -118,6 +118,26 @@ class CheckReport:
         return max(measured, key=lambda w: w.top1 or 0.0) if measured else None
 
 
+def predicted_accept_len(report: CheckReport | None, boundaries: Sequence[int] | None) -> float | None:
+    """The accept length the check predicts for the boundaries being served: the one answer the doctor,
+    the status bar, the accuracy pane and the ledger share.
+
+    With the served boundaries known, only the wiring measured on exactly those boundaries counts (any
+    other wiring's number would describe a different server). With them unknown, the check's "draft
+    config" wiring stands in: it is what SGLang captures from that draft config.
+    """
+    if report is None:
+        return None
+    if boundaries is not None:
+        hit = report.for_boundaries(boundaries)
+    else:
+        hit = report.result("draft config")
+        hit = hit if hit is not None and hit.top1 is not None else None
+    if hit is None or hit.predicted_accept_len is None:
+        return None
+    return float(hit.predicted_accept_len)
+
+
 @dataclass
 class CheckOptions:
     draft_dir: str
