@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_tui import checkjob
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.local import LocalHost
+from eagle3_tui.session import checkjob
 from tests.test_check_mini import Mini, build_mini
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session_discovery import (
+from eagle3_tui.session.discovery import (
     LaunchSpec,
     group_servers,
     log_path_from_fd_target,
@@ -18,7 +18,7 @@ from eagle3_tui.session_discovery import (
     redact_env,
     relaunch_env,
 )
-from eagle3_tui.session_presets import (
+from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     TRAIN_PRESET,
     all_presets,
@@ -143,7 +143,7 @@ async def test_embed_capture_found_in_the_servers_sglang_source(tmp_path, source
 
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.local import LocalHost
-    from eagle3_tui.session_facts import embed_capture_support
+    from eagle3_tui.session.facts import embed_capture_support
 
     models = tmp_path / "site" / "sglang" / "srt" / "models"
     models.mkdir(parents=True)

@@ -2,7 +2,7 @@
 
 Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
 check's plain files to the host over SSH, runs them there next to the data, and streams the
-results back (eagle3_tui/checkjob.py). Paths are the host's.
+results back (eagle3_tui/session/checkjob.py). Paths are the host's.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _remote(profile: Any, args: argparse.Namespace, draft: str, data: str, options: dict, show: Any) -> Any:
-    from eagle3_tui.checkjob import run_check
     from eagle3_tui.remote.ssh import SSHHost
+    from eagle3_tui.session.checkjob import run_check
 
     python = args.remote_python or profile.remote_python or "python3"
     host = SSHHost(profile.target, accept_new_host_key=args.accept_new_host_key or profile.accept_new_host_key,

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.session_discovery import LaunchSpec
+from eagle3_tui.session.discovery import LaunchSpec
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile

@@ -21,8 +21,8 @@ from eagle3_tui.sglang import launch
 if TYPE_CHECKING:
     from eagle3_tui.doctor import Facts
     from eagle3_tui.profile import Profile
-    from eagle3_tui.session import Session, _Target
-    from eagle3_tui.session_discovery import LaunchSpec
+    from eagle3_tui.session.discovery import LaunchSpec
+    from eagle3_tui.session.facade import Session, _Target
 
 SIM_PATCH_FLAG = "--sim-embed-capture-patch"
 
@@ -168,7 +168,7 @@ async def embed_capture_support(
 
 async def read_target(host: Any, spec: LaunchSpec | None, profile: Profile) -> _Target:
     """Draft config (text), target sizes, fc width, embed-capture support."""
-    from eagle3_tui.session import _Target
+    from eagle3_tui.session.facade import _Target
 
     t = _Target()
     args = None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile
-from eagle3_tui.session_discovery import (
+from eagle3_tui.session.discovery import (
     DEFAULT_PORT,
     LaunchSpec,
     ServerProcess,
@@ -34,7 +34,7 @@ from eagle3_tui.session_discovery import (
     discover_servers,
     redact_env,
 )
-from eagle3_tui.session_events import (
+from eagle3_tui.session.events import (
     BenchFinished,
     BenchProgress,
     CheckFinished,
@@ -46,15 +46,12 @@ from eagle3_tui.session_events import (
     LogBatch,
     Notice,
     ReadOnlyError,
-    RestartFailed,
-    RestartProgress,
     ServerChanged,
     ServerView,
     SessionEvent,
     StatsUpdated,
 )
-from eagle3_tui.session_presets import (
-    LAUNCH_COMMAND_PATH,
+from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
     all_presets,
@@ -62,10 +59,9 @@ from eagle3_tui.session_presets import (
     find_preset,
     plan_flags,
     plan_layers,
-    sha256_text,
 )
-from eagle3_tui.session_restart import LOG_TAIL_LINES, RestartMixin
-from eagle3_tui.session_state import LocalStateMixin
+from eagle3_tui.session.restart import LOG_TAIL_LINES, RestartMixin
+from eagle3_tui.session.store import LocalStateMixin
 from eagle3_tui.sglang import launch
 from eagle3_tui.sglang.logline import (
     DecodeStats,
@@ -81,28 +77,6 @@ from eagle3_tui.telemetry.metrics import Telemetry
 if TYPE_CHECKING:
     from eagle3_tui.sglang.client import BenchResult, SGLangClient
 
-__all__ = [
-    "ApplyPlan",
-    "BenchFinished",
-    "BenchProgress",
-    "CheckFinished",
-    "CheckProgress",
-    "ConnView",
-    "ConnectionChanged",
-    "FindingsChanged",
-    "LedgerChanged",
-    "LogBatch",
-    "Notice",
-    "Preset",
-    "ReadOnlyError",
-    "RestartFailed",
-    "RestartProgress",
-    "ServerChanged",
-    "ServerView",
-    "Session",
-    "SessionEvent",
-    "StatsUpdated",
-]
 
 READY_LINE = "The server is fired up and ready to roll!"
 POLL_INTERVAL_S = 3.0
@@ -381,7 +355,7 @@ class Session(RestartMixin, LocalStateMixin):
 
     async def _read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
-        from eagle3_tui import session_facts
+        from eagle3_tui.session import facts as session_facts
 
         try:
             self.target = await session_facts.read_target(self.host, self._spec, self.profile)
@@ -560,8 +534,8 @@ class Session(RestartMixin, LocalStateMixin):
 
     async def refresh_findings(self, *, quiet: bool = False) -> list[Any]:
         """Gather the facts and run the doctor's rules (`quiet`: tell listeners only when they changed)."""
-        from eagle3_tui import session_facts
         from eagle3_tui.doctor import diagnose
+        from eagle3_tui.session import facts as session_facts
 
         self.facts = session_facts.build_facts(self)
         findings = list(diagnose(self.facts))
@@ -719,7 +693,7 @@ class Session(RestartMixin, LocalStateMixin):
 
     async def run_check(self, **opts: Any) -> Any:
         """The standalone accuracy check on the host; cancel the task to cancel the job."""
-        from eagle3_tui import checkjob
+        from eagle3_tui.session import checkjob
 
         draft = opts.pop("draft_dir", None) or self.profile.draft_path or self._draft_dir()
         data_glob = opts.pop("data_glob", None) or self.profile.data_glob
@@ -851,5 +825,3 @@ def _jsonable(obj: Any) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
     return {"value": str(obj)}
 
-
-__all__ += ["LAUNCH_COMMAND_PATH", "sha256_text"]

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session_discovery import LaunchSpec, default_log_path
-from eagle3_tui.session_events import RestartFailed, RestartProgress
+from eagle3_tui.session.discovery import LaunchSpec, default_log_path
+from eagle3_tui.session.events import RestartFailed, RestartProgress
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
-    from eagle3_tui.session_events import ServerView
+    from eagle3_tui.session.events import ServerView
 
 LOG_TAIL_LINES = 40
 STOP_GRACE_S = 30.0
