@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# What mypy checks in `make test` (the config is [tool.mypy] in pyproject.toml).
+MYPY_PATHS ?= eagle3_tui
 
 .PHONY: venv demo test lint bench clean
 
@@ -20,8 +22,12 @@ venv: $(BIN)/eagle3-tui
 demo: venv
 	$(BIN)/eagle3-tui --demo
 
-test: venv
+lint: venv
 	$(BIN)/ruff check eagle3_tui tests benchmarks
+	$(BIN)/mypy $(MYPY_PATHS)
+	$(BIN)/lint-imports
+
+test: lint
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
 	$(BIN)/python -m pytest -q
@@ -30,4 +36,4 @@ bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
