@@ -205,33 +205,10 @@ def profile_from_table(name: str, table: Mapping[str, Any], *, path: Path | None
             setattr(prof, key, table[key])
     if "local" in table:
         prof.local = bool(table["local"])
-    if "launch_command" in table:
-        cmd = table["launch_command"]
-        if isinstance(cmd, str):
-            import shlex
-
-            cmd = shlex.split(cmd)
-        if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
-            raise _err(src, name, "launch_command must be a list of strings (or one shell-quoted string)")
-        prof.launch_command = list(cmd)
-    if "launch_env" in table:
-        env = table["launch_env"]
-        if not isinstance(env, dict):
-            raise _err(src, name, "launch_env must be a table of strings")
-        prof.launch_env = {str(k): str(v) for k, v in env.items()}
+    _read_launch(prof, table, src)
     if "data_slots" in table:
         prof.data_slots = _int_list(table["data_slots"], src, name, "data_slots")
-    for key in ("baseline_tps", "restart_deadline_s"):
-        if key in table:
-            v = table[key]
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-                raise _err(src, name, f"{key} must be a positive number")
-            setattr(prof, key, float(v))
-    if "port" in table:
-        v = table["port"]
-        if not isinstance(v, int) or not 0 < v < 65536:
-            raise _err(src, name, "port must be an integer 1..65535")
-        prof.port = v
+    _read_numbers(prof, table, src)
     if "keymap" in table:
         km = table["keymap"]
         if not isinstance(km, dict):
@@ -241,6 +218,39 @@ def profile_from_table(name: str, table: Mapping[str, Any], *, path: Path | None
     if prof.address is None and name in LOCAL_NAMES:
         prof.local = True
     return prof
+
+
+def _read_launch(prof: Profile, table: Mapping[str, Any], src: Path) -> None:
+    """`launch_command` (a list, or one shell-quoted string) and `launch_env`."""
+    if "launch_command" in table:
+        cmd = table["launch_command"]
+        if isinstance(cmd, str):
+            import shlex
+
+            cmd = shlex.split(cmd)
+        if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
+            raise _err(src, prof.name, "launch_command must be a list of strings (or one shell-quoted string)")
+        prof.launch_command = list(cmd)
+    if "launch_env" in table:
+        env = table["launch_env"]
+        if not isinstance(env, dict):
+            raise _err(src, prof.name, "launch_env must be a table of strings")
+        prof.launch_env = {str(k): str(v) for k, v in env.items()}
+
+
+def _read_numbers(prof: Profile, table: Mapping[str, Any], src: Path) -> None:
+    """The positive floats and the port (a TOML bool is not a number here)."""
+    for key in ("baseline_tps", "restart_deadline_s"):
+        if key in table:
+            v = table[key]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+                raise _err(src, prof.name, f"{key} must be a positive number")
+            setattr(prof, key, float(v))
+    if "port" in table:
+        v = table["port"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < 65536:
+            raise _err(src, prof.name, "port must be an integer 1..65535")
+        prof.port = v
 
 
 def read_profiles(path: Path | str | None = None) -> dict[str, Profile]:

@@ -13,6 +13,7 @@ import pytest
 
 from eagle3_tui.cli import host_options
 from eagle3_tui.commands import ledger as ledger_cmd
+from eagle3_tui.eagle.accuracy import CheckReport, WiringResult, predicted_accept_len
 from eagle3_tui.errors import UserError
 from eagle3_tui.telemetry.ledger import (
     SCHEMA_VERSION,
@@ -119,6 +120,37 @@ def test_config_summary_cases() -> None:
 def test_a_check_row_shows_its_predicted_accept_length(led: Ledger) -> None:
     led.record("check", "h", {"layer_ids": [-1, 2, 30]}, {"predicted_accept_len": 3.2, "top1": 0.77})
     assert "| 3.20 predicted |" in to_markdown(led.rows())
+
+
+def _report(**predicted: float) -> CheckReport:
+    """A check that measured two wirings: "data [:-1]" (embed, h3, h31) and "draft config" (h3, h31, h59)."""
+    wirings = [
+        WiringResult("data [:-1]", [0, 3, 31], [0, 1, 2], top1=0.75, predicted_accept_len=predicted["embed"]),
+        WiringResult("draft config", [3, 31, 59], [1, 2, 3], top1=0.31, predicted_accept_len=predicted["late"]),
+    ]
+    return CheckReport(draft_dir="/d", data="/data/*.pt", wirings=wirings)
+
+
+def test_a_check_row_shows_the_prediction_for_the_boundaries_it_was_served_with(led: Ledger) -> None:
+    report = _report(embed=3.4, late=1.5)
+    served = {"layer_ids": None, "boundaries": [3, 31, 59]}
+    led.record("check", "h", served, report.to_dict())  # to_dict's top level names the best wiring: 3.4
+    led.record("check", "h", {"layer_ids": [-1, 2, 30], "boundaries": [0, 3, 31]}, report.to_dict())
+    led.record("check", "h", {"boundaries": [1, 2, 3]}, report.to_dict())  # served wiring not measured
+    led.record("check", "h", {}, report.to_dict())  # boundaries unknown: the draft config's wiring
+    rows = led.rows()
+    assert [r.predicted_accept_len for r in rows] == [1.5, 3.4, None, 1.5]
+    assert [r.predicted_accept_len for r in rows] == [
+        predicted_accept_len(report, r.config.get("boundaries")) for r in rows
+    ]
+    cells = [line.split(" | ")[5] for line in to_markdown(rows).splitlines()[2:]]
+    assert cells == ["1.50 predicted", "3.40 predicted", "", "1.50 predicted"]
+
+
+def test_a_check_row_with_a_broken_report_falls_back_to_its_figure(led: Ledger) -> None:
+    led.record("check", "h", {"boundaries": [3]}, {"wirings": ["junk"], "predicted_accept_len": 2.5})
+    led.record("check", "h", {"boundaries": "h3"}, {"wirings": [], "draft_dir": "/d", "data": "x"})
+    assert [r.predicted_accept_len for r in led.rows()] == [2.5, None]
 
 
 def test_missing_file_reads_as_empty_and_is_not_created(tmp_path) -> None:

@@ -81,6 +81,13 @@ def test_localhost_and_local_flag_attach_without_ssh(config_dir):
     ("text", "match"),
     [
         ('["h"]\nport = "x"\n', "port must be an integer"),
+        ('["h"]\nport = true\n', "port must be an integer"),
+        ('["h"]\nport = 70000\n', "port must be an integer"),
+        ('["h"]\nbaseline_tps = true\n', "baseline_tps must be a positive number"),
+        ('["h"]\nlaunch_command = []\n', "launch_command must be a list of strings"),
+        ('["h"]\nlaunch_env = "A=1"\n', "launch_env must be a table"),
+        ('["h"]\nkeymap = 3\n', "keymap must be a table"),
+        ('["h"]\nlog_path = 3\n', "log_path must be a string"),
         ('["h"]\ndata_slots = [1, "a"]\n', "data_slots must be a list of integers"),
         ('["h".presets.p]\nlayer_ids = [1]\nflags = {a = 1}\n', "both layer_ids and flags"),
         ('["h".presets.p]\ndescription = "x"\n', "needs layer_ids or flags"),

@@ -7,7 +7,8 @@ keys (others are kept and shown in the CSV's JSON columns):
 * config: ``preset``, ``speculative`` (bool), ``algorithm``, ``steps``, ``topk``, ``draft_tokens``
   (effective values), ``layer_ids`` (None = SGLang's default), ``boundaries``, ``baseline_tps``.
 * results: ``accept_len``, ``tok_s`` (client-side output tok/s, or the log's gen throughput),
-  ``baseline`` (True for a run without speculation), ``predicted_accept_len``.
+  ``baseline`` (True for a run without speculation), ``predicted_accept_len``; a check row holds the
+  whole report (``wirings``), and shows the prediction for the boundaries served.
 
 Speedup is a row's tok/s over the latest baseline run on the same host before it (or the
 config's ``baseline_tps`` when no baseline run was recorded).
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle3_tui.eagle.accuracy import CheckReport, predicted_accept_len
+from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -93,6 +96,25 @@ class LedgerRow:
     @property
     def tok_s(self) -> float | None:
         return _first_number(self.results, "tok_s", "output_tps", "tokens_per_s", "gen_tps")
+
+    @property
+    def predicted_accept_len(self) -> float | None:
+        """What a check predicts for the boundaries served when it ran.
+
+        A row holding the whole report asks `eagle.accuracy.predicted_accept_len`, the number the
+        doctor and the status bar show too; a row with only a figure (written by hand or by an older
+        version) shows that figure.
+        """
+        if isinstance(self.results.get("wirings"), list):
+            try:
+                report = CheckReport.from_dict(self.results)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                report = None
+            if report is not None:
+                served = self.config.get("boundaries")
+                ok = isinstance(served, list) and all(isinstance(h, int) for h in served)
+                return predicted_accept_len(report, served if ok else None)
+        return _first_number(self.results, "predicted_accept_len")
 
     @property
     def is_baseline(self) -> bool:
@@ -277,7 +299,7 @@ def config_summary(config: dict[str, Any]) -> str:
             ids = _fmt_ids(config.get("layer_ids"))
             b = config.get("boundaries")
             if isinstance(b, (list, tuple)) and b:
-                ids += " = " + ", ".join("embed" if h == 0 else f"h{h}" for h in b)
+                ids += " = " + format_boundaries(b)
             parts.append("ids " + ids)
     return "; ".join(parts) if parts else "-"
 
@@ -304,7 +326,7 @@ def _cells(rows: Sequence[LedgerRow]) -> list[list[str]]:
     for r in rows:
         acc, tps = r.accept_len, r.tok_s
         s = r.speedup if r.speedup is not None else sp.get(r.id)
-        pred = _first_number(r.results, "predicted_accept_len")
+        pred = r.predicted_accept_len
         table.append([
             str(r.id),
             time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.ts)),

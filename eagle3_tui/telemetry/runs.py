@@ -226,6 +226,18 @@ class _Run:
         self.tail_times.clear()
         self.end_before_tail = self.end
 
+    def warn(self, ev: ServerWarning) -> None:
+        """Count a warning, and remember it as trailing: a restart may show it belongs to the next run."""
+        if ev.message in self.warnings or len(self.warnings) < MAX_WARNINGS:
+            self.warnings[ev.message] = self.warnings.get(ev.message, 0) + 1
+            self.tail_warnings[ev.message] = self.tail_warnings.get(ev.message, 0) + 1
+            if ev.timestamp is not None:  # only the first and the last time matter
+                if len(self.tail_times) < 2:
+                    self.tail_times.append(ev.timestamp)
+                else:
+                    self.tail_times[1] = ev.timestamp
+        self.touch(ev.timestamp)
+
 
 class RunSplitter:
     """Feeds on log events (and bulk decode stats) and yields one `RunSummary` per server run."""
@@ -298,15 +310,7 @@ class RunSplitter:
             run.touch(ev.timestamp)
             run.settle()
         elif isinstance(ev, ServerWarning):
-            if ev.message in run.warnings or len(run.warnings) < MAX_WARNINGS:
-                run.warnings[ev.message] = run.warnings.get(ev.message, 0) + 1
-                run.tail_warnings[ev.message] = run.tail_warnings.get(ev.message, 0) + 1
-                if ev.timestamp is not None:  # only the first and the last time matter
-                    if len(run.tail_times) < 2:
-                        run.tail_times.append(ev.timestamp)
-                    else:
-                        run.tail_times[1] = ev.timestamp
-            run.touch(ev.timestamp)
+            run.warn(ev)
 
     def decode_bulk(
         self,
