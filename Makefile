@@ -1,11 +1,14 @@
 # Two commands do the whole set-up on a fresh machine:
 #   make demo   builds .venv and opens the console on the demo world
-#   make test   builds .venv and runs the whole test suite
+#   make test   builds .venv, runs the linters (ruff, mypy, import contracts), then the whole test suite
+#   make lint   the linters alone
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # What mypy checks in `make test` (the config is [tool.mypy] in pyproject.toml).
 MYPY_PATHS ?= eagle3_tui
+# Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
+TORCH_PIP_ARGS ?=
 
 .PHONY: venv demo test lint bench clean
 
@@ -13,7 +16,8 @@ $(BIN)/eagle3-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU wheel of torch 2.13.0 lies on disk; pinning it first avoids a multi-GB CUDA download.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# Elsewhere: make test TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
