@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "ledger",
         parents=[common],
