@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,15 +37,15 @@ from torch import Tensor, nn
 __all__ = [
     "DraftForward",
     "Eagle3Drafter",
-    "Rotary",
     "KVCache",
     "RMSNorm",
+    "Rotary",
     "apply_rope",
     "expected_accept_length",
     "forward_as_trained",
-    "rope_inv_freq",
     "rms_norm",
     "rope_cos_sin",
+    "rope_inv_freq",
 ]
 
 
@@ -331,6 +331,9 @@ class Eagle3Drafter(nn.Module):
     measure the same weights "as trained" and "as served".
     """
 
+    d2t: Tensor
+    t2d: Tensor
+
     def __init__(self, config: Mapping[str, Any], target_embed: Tensor, fwd: DraftForward | None = None) -> None:
         super().__init__()
         self.config = dict(config)
@@ -359,14 +362,19 @@ class Eagle3Drafter(nn.Module):
         self.layers = nn.ModuleDict({str(k): _DecoderLayer(h, inter, heads, kv_heads, head_dim, eps)
                                      for k in range(1, 1 + extra)})
         if self.fwd.qk_norm:
-            for layer in [self.midlayer, *self.layers.values()]:
-                layer.self_attn.add_qk_norm(eps)
+            attns: list[Attention] = [self.midlayer.self_attn, *(x.self_attn for x in self._extra())]
+            for attn in attns:
+                attn.add_qk_norm(eps)
         self.norm = RMSNorm(h, eps)
         self.lm_head = nn.Linear(h, draft_vocab, bias=False)
         self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(vocab, dtype=torch.bool))
         # The target's embedding: shared, frozen, never part of the draft checkpoint.
         self.embed_weight = target_embed.detach()
+
+    def _extra(self) -> list[_DecoderLayer]:
+        """The draft layers after the first (speculators' `layers.1..`)."""
+        return [m for m in self.layers.values() if isinstance(m, _DecoderLayer)]
 
     # -- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -455,7 +463,7 @@ class Eagle3Drafter(nn.Module):
             x = self.input_norm(x)
         if self.fwd.fc_norm and self.fc_norm is not None:
             chunks = x.chunk(len(self.fc_norm), dim=-1)
-            x = torch.cat([norm(c) for norm, c in zip(self.fc_norm, chunks)], dim=-1)
+            x = torch.cat([norm(c) for norm, c in zip(self.fc_norm, chunks, strict=True)], dim=-1)
         return self.fc(x)
 
     # -- forward ---------------------------------------------------------------------------------
@@ -495,7 +503,7 @@ class Eagle3Drafter(nn.Module):
         h = self._finish(layer, residual, q, k, v, past[0] if past else None, mask)
         new = [(k, v)]
         if self.fwd.extra_layers:
-            for i, extra in enumerate(self.layers.values(), start=1):
+            for i, extra in enumerate(self._extra(), start=1):
                 q, k, v = extra.self_attn.project(extra.input_layernorm(h), cos, sin, qk_norm=self.fwd.qk_norm)
                 h = self._finish(extra, h, q, k, v, past[i] if past else None, mask)
                 new.append((k, v))
