@@ -156,6 +156,41 @@ async def test_write_atomic_keeps_mode_and_backup(host: Host, tmp_path: Path) ->
     assert res2.backup_path != res.backup_path and Path(res2.backup_path or "").read_text() == '{"new": true}\n'
 
 
+async def test_write_atomic_fsyncs_the_directory_after_the_rename(host: Host, tmp_path: Path) -> None:
+    """Both hosts run the one write_atomic over their own file ops; the directory fsync comes last.
+    Over SSH it is a real fsync@openssh.com on a handle of the directory, which OpenSSH accepts."""
+    from eagle3_tui.remote.atomic import write_atomic
+    from eagle3_tui.remote.local import LocalFileOps, LocalHost
+
+    if isinstance(host, LocalHost):
+        ops: Any = LocalFileOps()
+    else:
+        from eagle3_tui.remote.ssh import SftpFileOps
+
+        sftp = await host._sftp()  # type: ignore[attr-defined]
+        ops = SftpFileOps(sftp)
+        async with sftp.open(str(tmp_path), "rb") as d:  # no error hidden: the server does it
+            await d.fsync()
+    calls: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            fn = getattr(ops, name)
+
+            async def call(*args: Any) -> Any:
+                calls.append(name)
+                return await fn(*args)
+
+            return call
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text("old\n")
+    res = await write_atomic(Recording(), str(cfg), "new\n", hashlib.sha256(b"old\n").hexdigest())
+    assert cfg.read_text() == "new\n" and Path(res.backup_path or "").read_text() == "old\n"
+    assert calls[-2:] == ["rename", "fsync_dir"]
+    assert calls.index("write_new") < calls.index("keep_copy") < calls.index("rename")
+
+
 async def test_write_atomic_refuses_a_file_changed_underneath(host: Host, tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_text("v1\n")
@@ -291,12 +326,34 @@ async def test_spawn_detached_and_stop_group(host: Host, tmp_path: Path) -> None
     assert b"EAGLE3_X=a b" in env
     with pytest.raises(Exception, match="still running"):
         await host.spawn_detached(["sleep", "1"], cwd=str(tmp_path), log_path=str(log))
+    assert await host.group_alive(pgid)
     assert await host.stop_group(pgid, grace=0.5) == "killed"
     assert not [p for p in await host.processes() if p.pgid == pgid]
+    assert not await host.group_alive(pgid)
     assert await host.stop_group(pgid, grace=0.5) == "not-running"
 
     pgid = await host.spawn_detached([sys.executable, "-u", "-c", POLITE], cwd=str(tmp_path), log_path=str(log))
     assert await host.stop_group(pgid, grace=10) == "stopped"
+
+
+async def test_local_stop_group_is_the_hosts_rule(host: Host, tmp_path: Path) -> None:
+    """procgroup.stop_group (this machine, no event loop needed) gives the same outcomes as
+    Host.stop_group for a group the host launched."""
+    from eagle3_tui.remote import procgroup
+
+    log = tmp_path / "srv.log"
+    pgid = await host.spawn_detached([sys.executable, "-u", "-c", STUBBORN], cwd=str(tmp_path), log_path=str(log))
+    for _ in range(100):
+        if log.exists() and "ready" in log.read_text():
+            break
+        await asyncio.sleep(0.05)
+    assert procgroup.group_alive(pgid) and await host.group_alive(pgid)
+    assert await asyncio.to_thread(procgroup.stop_group, pgid, 0.5) == "killed"
+    assert not procgroup.group_alive(pgid) and not await host.group_alive(pgid)
+    assert procgroup.stop_group(pgid, 0.5) == "not-running"
+    pgid = await host.spawn_detached([sys.executable, "-u", "-c", POLITE], cwd=str(tmp_path), log_path=str(log))
+    assert await asyncio.to_thread(procgroup.stop_group, pgid, 10) == "stopped"
+    assert await host.stop_group(pgid, grace=0.5) == "not-running"
 
 
 # ---- forward ----------------------------------------------------------------------------------------------

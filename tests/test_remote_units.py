@@ -42,7 +42,8 @@ def test_split_target(target: str, expected: tuple[str, str | None, int | None])
 
 def test_shipped_python_runs_on_python_3_6() -> None:
     """GPU hosts run whatever python3 they have: the follower and helpers must parse as 3.6."""
-    for name, source in (("follower", scripts.FOLLOWER), ("watchdog", scripts.WATCHDOG), ("ps", scripts.PROCESSES)):
+    for name, source in (("follower", scripts.FOLLOWER), ("watchdog", scripts.WATCHDOG), ("ps", scripts.PROCESSES),
+                         ("procgroup", scripts.PROCGROUP)):
         ast.parse(source, filename=name, feature_version=(3, 6))
 
 
@@ -52,7 +53,7 @@ def test_default_pidfile_is_outside_the_rotation_names() -> None:
 
 
 def test_shell_scripts_parse_in_dash() -> None:
-    for script in (scripts.SPAWN, scripts.STOP):
+    for script in (scripts.SPAWN, scripts.STOP, scripts.ALIVE):
         subprocess.run(["sh", "-n", "-c", script], check=True)
 
 
@@ -103,3 +104,77 @@ def test_process_list_from_ps_matches_proc() -> None:
     assert " ".join(ps[me]["argv"]) == " ".join(proc[me]["argv"])  # ps can only split on spaces
     assert proc[me]["pgid"] == ps[me]["pgid"] == os.getpgid(0)
     assert abs(proc[me]["start"] - ps[me]["start"]) <= 1.5  # ps shows whole seconds
+
+
+def test_no_import_cycle_in_remote() -> None:
+    """Every import counts (function-level and TYPE_CHECKING ones too): the follower drives a
+    transport protocol, the SFTP poller gets an SFTP factory; neither imports a host."""
+    root = Path(__file__).resolve().parents[1]
+    pkg = root / "eagle3_tui" / "remote"
+    mods = {".".join(p.relative_to(root).with_suffix("").parts): p for p in pkg.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                deps.add(node.module)
+                deps.update(f"{node.module}.{a.name}" for a in node.names)
+        graph[name] = {d for d in deps if d in mods and d != name and not d.endswith("__init__")}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    cyclic = sorted(m for m in graph if not m.endswith("__init__") and reaches(m, m, set()))
+    assert cyclic == []
+
+
+def test_tail_offset_reads_the_same_over_an_fd_and_a_generator(tmp_path: Path) -> None:
+    import os
+
+    from eagle3_tui.remote.follower import CHUNK, tail_offset, tail_offset_reads
+
+    data = b"".join(b"line %d %s\n" % (i, b"x" * (i * 37 % 900)) for i in range(400)) + b"partial"
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for n in (0, 1, 5, 120, 399, 400, 1000):
+            want = 0 if n >= 400 else len(b"".join(data.split(b"\n")[: 400 - n])) + (400 - n)
+            assert tail_offset(fd, len(data), n) == want, n
+            reads = tail_offset_reads(len(data), n)  # driven by hand, as the SFTP poller does
+            try:
+                pos, length = next(reads)
+                while True:
+                    assert length <= CHUNK
+                    pos, length = reads.send(data[pos : pos + length])
+            except StopIteration as done:
+                assert done.value == want
+    finally:
+        os.close(fd)
+
+
+def test_procgroup_counts_a_zombie_group_as_gone_and_refuses_small_ids() -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    from eagle3_tui.remote import procgroup
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    try:
+        for _ in range(200):  # exited but not reaped: a zombie, its group still "exists"
+            if open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        os.killpg(child.pid, 0)  # the kernel still knows the group
+        assert not procgroup.group_alive(child.pid)
+        assert procgroup.wait_group_gone(child.pid, 0.0)
+        assert procgroup.stop_group(child.pid, 1.0) == "not-running"
+    finally:
+        child.wait()
+    assert not procgroup.signal_group(child.pid, signal.SIGTERM)
+    with pytest.raises(ValueError):
+        procgroup.signal_group(1, signal.SIGTERM)

@@ -1,18 +1,52 @@
 """The client side of following a log: start the follower on the host, turn its records into
-`FollowBatch`/`FollowEvent`, and resume from the last cursor whenever the transport drops."""
+`FollowBatch`/`FollowEvent`, and resume from the last cursor whenever the transport drops.
+
+`Follow` needs only the small `FollowTransport` below, which both hosts implement; it never
+imports a host.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any, Protocol
 
 from eagle3_tui.remote import scripts
 from eagle3_tui.remote.errors import ConnectionLost, HostError
-from eagle3_tui.remote.host import FollowBatch, FollowCursor, FollowEvent, FollowItem, StartMode
+from eagle3_tui.remote.stream import ProcChannel
+from eagle3_tui.remote.types import FollowBatch, FollowCursor, FollowEvent, FollowItem, StartMode
 
-if TYPE_CHECKING:
-    from eagle3_tui.remote.host import Host
+
+class FollowTransport(Protocol):
+    """What a follow needs from a host: a process channel, a way to wait out a dropped
+    connection, and (hosts that set `can_poll_files`) follower records without the follower."""
+
+    @property
+    def python(self) -> str:
+        """The host's interpreter that runs the shipped follower."""
+
+    @property
+    def name(self) -> str:
+        """A short human name, for messages."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the host was closed: a follow then ends quietly."""
+
+    @property
+    def can_poll_files(self) -> bool:
+        """Whether `poll_records` works where the follower cannot run (no Python on the host)."""
+
+    async def open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
+        """Start argv with piped output; the process ends when the channel is closed."""
+
+    def poll_records(
+        self, path: str, cursor: FollowCursor | None, mode: str, last_lines: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The follower's records, produced without it."""
+
+    async def wait_connected(self) -> None:
+        """Return once the transport is usable again."""
 
 
 class Follow:
@@ -24,7 +58,7 @@ class Follow:
 
     def __init__(
         self,
-        host: Host,
+        host: FollowTransport,
         path: str,
         cursor: FollowCursor | None,
         *,
@@ -96,17 +130,17 @@ class Follow:
         while True:
             if self._polling:
                 try:
-                    poll = self.host._poll_records(self.path, self.cursor, self._mode, self._last_lines)
+                    poll = self.host.poll_records(self.path, self.cursor, self._mode, self._last_lines)
                     async for rec in poll:
                         yield self._item(rec)
                 except ConnectionLost:
                     pass
-                await self.host._wait_connected()
+                await self.host.wait_connected()
                 continue
             try:
-                chan = await self.host._open_channel(self._argv())
+                chan = await self.host.open_channel(self._argv())
             except ConnectionLost:
-                await self.host._wait_connected()
+                await self.host.wait_connected()
                 continue
             try:
                 while True:
@@ -128,4 +162,4 @@ class Follow:
             finally:
                 await chan.close()
             if not self._polling:
-                await self.host._wait_connected()
+                await self.host.wait_connected()

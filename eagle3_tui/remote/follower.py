@@ -113,6 +113,39 @@ class Reader:
         return lines
 
 
+def tail_offset_reads(size, n):
+    """Find where the last n complete lines start (just after the last newline for n == 0),
+    reading backwards from `size`. A generator, so the same rule serves a local fd and an SFTP
+    file: it yields (position, length) reads, is sent the bytes read there, and returns the offset."""
+    need = n + 1
+    pos = size
+    while pos > 0:
+        step = min(CHUNK, pos)
+        pos -= step
+        data = yield pos, step
+        end = len(data)
+        while True:
+            nl = data.rfind(b"\n", 0, end)
+            if nl < 0:
+                break
+            need -= 1
+            if need == 0:
+                return pos + nl + 1
+            end = nl
+    return 0
+
+
+def tail_offset(fd, size, n):
+    """`tail_offset_reads` over an open file descriptor."""
+    reads = tail_offset_reads(size, n)
+    try:
+        pos, length = next(reads)
+        while True:
+            pos, length = reads.send(os.pread(fd, length, pos))
+    except StopIteration as done:
+        return done.value
+
+
 class Follower:
     def __init__(self, path):
         self.path = path
@@ -227,6 +260,8 @@ class Follower:
         """The path now names another file: finish the current one, the rotated files written
         after it, then start the new file at 0."""
         prev = self.cur
+        if prev is None:
+            return
         self.drain(prev)
         exclude = {prev.ino, st.st_ino}
         for path, ino in self.successors(prev, exclude):
@@ -250,26 +285,6 @@ class Follower:
         self.event("rotated")
 
     # ---- start --------------------------------------------------------------------------------
-    def tail_offset(self, fd, size, n):
-        """Offset where the last n complete lines start (after the last newline for n == 0)."""
-        need = n + 1
-        pos = size
-        while pos > 0:
-            step = min(CHUNK, pos)
-            pos -= step
-            os.lseek(fd, pos, os.SEEK_SET)
-            data = os.read(fd, step)
-            end = len(data)
-            while True:
-                nl = data.rfind(b"\n", 0, end)
-                if nl < 0:
-                    break
-                need -= 1
-                if need == 0:
-                    return pos + nl + 1
-                end = nl
-        return 0
-
     def start(self, ino, off, pino, poff, mode, last_n):
         if pino:
             old = self.find_inode(pino)
@@ -310,7 +325,7 @@ class Follower:
         else:
             fd = os.open(self.path, os.O_RDONLY)
             fst = os.fstat(fd)
-            self.cur = Reader(fd, fst.st_ino, self.tail_offset(fd, fst.st_size, last_n))
+            self.cur = Reader(fd, fst.st_ino, tail_offset(fd, fst.st_size, last_n))
         self.event("opened")
 
     # ---- loop ----------------------------------------------------------------------------------

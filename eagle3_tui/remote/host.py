@@ -23,113 +23,54 @@ import json
 import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from eagle3_tui.remote import scripts
 from eagle3_tui.remote.errors import HostError, RemoteFileNotFound
+from eagle3_tui.remote.follow import Follow
 from eagle3_tui.remote.stream import LineStream, ProcChannel
+from eagle3_tui.remote.types import (
+    ConnKind,
+    ConnState,
+    FileStat,
+    FollowBatch,
+    FollowCursor,
+    FollowEvent,
+    FollowItem,
+    ProcessInfo,
+    RunResult,
+    StartMode,
+    StopOutcome,
+    WriteResult,
+)
 
-if TYPE_CHECKING:
-    from eagle3_tui.remote.follow import Follow
-
-StopOutcome = Literal["stopped", "killed", "not-running"]
-ConnKind = Literal["connecting", "connected", "reconnecting", "failed", "closed"]
-StartMode = Literal["end", "begin"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What a finished command gave back (output decoded as UTF-8, invalid bytes replaced)."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-@dataclass(frozen=True, slots=True)
-class FollowCursor:
-    """Where a follow stands: the file (inode) and the byte offset just after the last line delivered.
-
-    `prev_inode`/`prev_offset` name a rotated file still being watched for late writes (0 when none).
-    Pass the cursor back to `follow` to resume with every line exactly once.
-    """
-
-    inode: int
-    offset: int
-    prev_inode: int = 0
-    prev_offset: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FollowBatch:
-    """Complete lines (without their newline) and the cursor just after the last of them."""
-
-    lines: list[str]
-    cursor: FollowCursor
-
-
-@dataclass(frozen=True, slots=True)
-class FollowEvent:
-    """`opened` (following a file), `rotated` (switched to the next file), `truncated` (restarted at 0),
-    `waiting` (the file does not exist yet)."""
-
-    kind: Literal["opened", "rotated", "truncated", "waiting"]
-    path: str
-
-
-FollowItem = FollowBatch | FollowEvent
-
-
-@dataclass(frozen=True, slots=True)
-class FileStat:
-    """The few stat fields the console uses."""
-
-    path: str
-    size: int
-    mtime: float
-    mode: int  # permission bits only
-    is_dir: bool
-
-
-@dataclass(frozen=True, slots=True)
-class WriteResult:
-    """`backup_path` is None when the file did not exist before; `sha256` is of the data written."""
-
-    backup_path: str | None
-    sha256: str
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessInfo:
-    """One process on the host, from /proc. `start_time` is seconds since the epoch."""
-
-    pid: int
-    pgid: int
-    start_time: float
-    argv: list[str]
-    cwd: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnState:
-    """The connection as the UI shows it.
-
-    kind: connecting (first attempt), connected, reconnecting (`attempt` n, next try in `wait_s`),
-    failed (`reason`; never retried: host key or authentication), closed (by `close()`).
-    `reason` also carries the last transient error while reconnecting.
-    """
-
-    kind: ConnKind
-    attempt: int = 0
-    wait_s: float = 0.0
-    reason: str = ""
-
+__all__ = [
+    "ConnKind",
+    "ConnState",
+    "FileStat",
+    "FollowBatch",
+    "FollowCursor",
+    "FollowEvent",
+    "FollowItem",
+    "Host",
+    "ProcessInfo",
+    "RunResult",
+    "StartMode",
+    "StateListener",
+    "StopOutcome",
+    "WriteResult",
+]
 
 StateListener = Callable[[ConnState], None]
+
+_STOP_WORDS: dict[str, StopOutcome] = {"STOPPED": "stopped", "KILLED": "killed", "NOT_RUNNING": "not-running"}
+
+
+def _checked_pgid(pgid: int) -> int:
+    pgid = int(pgid)
+    if pgid < 2:
+        raise HostError(f"Refusing to signal process group {pgid}.")
+    return pgid
 
 
 @dataclass
@@ -144,8 +85,10 @@ class _Listeners:
 class Host(abc.ABC):
     """A machine the console drives. Paths are the host's; every argv element is passed as data.
 
-    Implementations provide the transport primitives (`run`, `_open_channel`, file access,
-    `forward`, `close`); the process-group control and the follow loop live here.
+    Implementations provide the transport primitives (`run`, `open_channel`, file access,
+    `forward`, `close`); the process-group control and the follow loop live here. `open_channel`,
+    `poll_records`, `wait_connected`, `python`, `name`, `closed` and `can_poll_files` are the
+    `FollowTransport` that `Follow` drives.
     """
 
     #: the interpreter that runs shipped scripts (follower, process list, stream watchdog)
@@ -197,7 +140,7 @@ class Host(abc.ABC):
         and `CommandTimeout` raised. `check=True` raises `HostError` on a non-zero exit."""
 
     @abc.abstractmethod
-    async def _open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
+    async def open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
         """Start argv with piped stdout/stderr; the process must end when the channel is closed."""
 
     def stream(self, argv: Sequence[str], *, cwd: str | None = None) -> LineStream:
@@ -209,7 +152,7 @@ class Host(abc.ABC):
         when the channel closes or the connection drops (SSH signals cannot be relied on). Over SSH
         a dropped connection raises `ConnectionLost` from the iterator (a stream is not resumed).
         """
-        return LineStream(lambda: self._open_channel(self._watchdog_argv(argv), cwd=cwd))
+        return LineStream(lambda: self.open_channel(self._watchdog_argv(argv), cwd=cwd))
 
     def _watchdog_argv(self, argv: Sequence[str]) -> list[str]:
         """Wrap argv so it dies (with its group) when the channel's stdin closes."""
@@ -293,17 +236,27 @@ class Host(abc.ABC):
         raise HostError(f"Could not start {shlex.join(argv)} in {cwd}: {(res.stderr or res.stdout).strip()}")
 
     async def stop_group(self, pgid: int, grace: float = 30.0) -> StopOutcome:
-        """TERM the process group, wait up to `grace` s for no live (non-zombie) member, then KILL."""
-        pgid = int(pgid)
-        if pgid < 2:
-            raise HostError(f"Refusing to signal process group {pgid}.")
+        """TERM the process group, wait up to `grace` s for no live (non-zombie) member, then KILL.
+
+        Runs the host's `sh` (works without Python there). On this machine with no event loop to
+        hand, `remote.procgroup.stop_group` is the synchronous equivalent.
+        """
+        pgid = _checked_pgid(pgid)
         ticks = max(1, round(grace * 10))
         res = await self.run(["sh", "-c", scripts.STOP, "sh", str(pgid), str(ticks)], timeout=grace + 30)
-        word = res.stdout.strip().splitlines()[-1:] or [""]
-        outcome = {"STOPPED": "stopped", "KILLED": "killed", "NOT_RUNNING": "not-running"}.get(word[0])
+        word = (res.stdout.strip().splitlines()[-1:] or [""])[0]
+        outcome = _STOP_WORDS.get(word)
         if outcome is None:
             raise HostError(f"Stopping process group {pgid} failed: {(res.stderr or res.stdout).strip()}")
-        return outcome  # type: ignore[return-value]
+        return outcome
+
+    async def group_alive(self, pgid: int) -> bool:
+        """Whether the process group has a member that is not a zombie (the rule `stop_group` uses)."""
+        pgid = _checked_pgid(pgid)
+        res = await self.run(["sh", "-c", scripts.ALIVE, "sh", str(pgid)], timeout=30)
+        if res.exit_code not in (0, 1):
+            raise HostError(f"Checking process group {pgid} on {self.name} failed: {res.stderr.strip()[-300:]}")
+        return res.exit_code == 0
 
     async def processes(self) -> list[ProcessInfo]:
         """Every process the host's /proc shows (pid, pgid, start time, argv, cwd when readable)."""
@@ -332,15 +285,15 @@ class Host(abc.ABC):
         through rotations (the rotated file is drained first) and truncations. Over SSH, a dropped
         connection is resumed from the cursor once the supervisor reconnects: no line lost, none twice.
         """
-        from eagle3_tui.remote.follow import Follow
-
         return Follow(self, path, cursor, start=start, last_lines=last_lines)
 
-    def _poll_records(self, path: str, cursor: FollowCursor | None, mode: str, last_lines: int) -> AsyncIterator[dict[str, Any]]:
+    def poll_records(
+        self, path: str, cursor: FollowCursor | None, mode: str, last_lines: int
+    ) -> AsyncIterator[dict[str, Any]]:
         """Follower records without the follower (hosts with `can_poll_files`)."""
         raise HostError(f"{self.name} cannot follow {path}: its Python ({self.python}) is not there.")
 
-    async def _wait_connected(self) -> None:
+    async def wait_connected(self) -> None:
         """Block until the transport is usable again (LocalHost: always is)."""
         return None
 

@@ -9,21 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob as globmod
-import hashlib
 import os
-import secrets
 import shutil
 import signal
 import stat as statmod
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from eagle3_tui.remote.errors import CommandTimeout, FileChanged, HostError, RemoteFileNotFound
-from eagle3_tui.remote.host import FileStat, Host, RunResult, WriteResult
+from eagle3_tui.remote.atomic import write_atomic
+from eagle3_tui.remote.errors import CommandTimeout, HostError, RemoteFileNotFound
+from eagle3_tui.remote.host import Host
+from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
+from eagle3_tui.remote.types import FileStat, RunResult, WriteResult
 
 READ_LIMIT = 16 * 1024 * 1024
+T = TypeVar("T")
 
 
 def _killpg(pid: int, sig: int) -> None:
@@ -61,20 +63,19 @@ class LocalChannel:
         return self._err.decode("utf-8", "replace")
 
     async def close(self) -> None:
-        """EOF on stdin (the follower and the watchdog exit on it), then TERM, then KILL the group."""
+        """EOF on stdin (the follower and the watchdog exit on it); after 2 s, stop the group
+        (TERM, 2 s, KILL)."""
         proc = self.proc
         if proc.returncode is None:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
-            for sig, wait in ((None, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-                if sig is not None:
-                    _killpg(proc.pid, sig)
-                try:
-                    await asyncio.wait_for(proc.wait(), wait)
-                    break
-                except asyncio.TimeoutError:
-                    continue
+            try:
+                await asyncio.wait_for(proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                await asyncio.to_thread(stop_group, proc.pid, 2.0, 5.0)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 5.0)
         self._err_task.cancel()
         with contextlib.suppress(BaseException):
             await self._err_task
@@ -142,7 +143,7 @@ class LocalHost(Host):
             raise HostError(f"{argv[0]} failed (exit {res.exit_code}): {res.stderr.strip()[-500:]}")
         return res
 
-    async def _open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
+    async def open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
         if self._closed:
             raise HostError("This host connection is closed.")
         proc = await asyncio.create_subprocess_exec(
@@ -179,8 +180,7 @@ class LocalHost(Host):
         return sorted(await asyncio.to_thread(globmod.glob, pattern, recursive=True))
 
     async def write_atomic(self, path: str, data: bytes | str, *, expect_sha256: str | None) -> WriteResult:
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        return await asyncio.to_thread(_write_atomic, path, raw, expect_sha256)
+        return await write_atomic(LocalFileOps(), path, data, expect_sha256)
 
     async def forward(self, remote_port: int) -> int:
         return int(remote_port)
@@ -198,69 +198,71 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def backup_name(path: str, exists: object) -> str:
-    """`<path>.bak-YYYYmmdd-HHMMSS`, with `-N` appended while that name is taken."""
-    base = f"{path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
-    name, n = base, 1
-    while exists(name):  # type: ignore[operator]
-        name, n = f"{base}-{n}", n + 1
-    return name
-
-
-def changed_message(path: str, expect: str | None, found: bytes | None) -> str | None:
-    """Why the file is not the version the caller read (None when it is)."""
-    if expect is None:
-        return None if found is None else f"{path} already exists; read it before replacing it."
-    if found is None:
-        return f"{path} no longer exists; it was removed after it was read."
-    if hashlib.sha256(found).hexdigest() != expect:
-        return f"{path} changed on the host since it was read; reload it and try again."
-    return None
-
-
-def _write_atomic(path: str, raw: bytes, expect: str | None) -> WriteResult:
-    real = os.path.realpath(path)
+def _read_or_none(path: str) -> bytes | None:
     try:
-        found: bytes | None = _read(real)
+        return _read(path)
     except FileNotFoundError:
-        found = None
-    if (why := changed_message(path, expect, found)) is not None:
-        raise FileChanged(why)
-    mode = statmod.S_IMODE(os.stat(real).st_mode) if found is not None else 0o644
-    head, tail = os.path.split(real)
-    tmp = os.path.join(head, f".{tail}.tmp-{secrets.token_hex(4)}")
+        return None
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(path, mode)  # the umask may have cleared bits the old file had
+
+
+def _keep_copy(src: str, dst: str, data: bytes, mode: int) -> None:
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    except OSError as exc:
-        raise HostError(f"Cannot write beside {path}: {exc.strerror}.") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        backup = None
-        if found is not None:
-            try:
-                now: bytes | None = _read(real)
-            except FileNotFoundError:
-                now = None
-            if (why := changed_message(path, expect, now)) is not None:
-                raise FileChanged(why)
-            backup = backup_name(real, os.path.lexists)
-            try:
-                os.link(real, backup)
-            except OSError:
-                shutil.copy2(real, backup)
-        os.rename(tmp, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(head, os.O_RDONLY)
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _fsync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
+        dfd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    return WriteResult(backup, hashlib.sha256(raw).hexdigest())
+
+
+class LocalFileOps:
+    """`atomic.FileOps` on this machine: os calls in a worker thread, errors as one sentence."""
+
+    async def _call(self, what: str, path: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as exc:
+            raise HostError(f"Cannot {what} {path}: {exc.strerror or exc}.") from None
+
+    async def realpath(self, path: str) -> str:
+        return await self._call("resolve", path, os.path.realpath, path)
+
+    async def read_or_none(self, path: str) -> bytes | None:
+        return await self._call("read", path, _read_or_none, path)
+
+    async def mode(self, path: str) -> int:
+        st = await self._call("stat", path, os.stat, path)
+        return statmod.S_IMODE(st.st_mode)
+
+    async def lexists(self, path: str) -> bool:
+        return await self._call("stat", path, os.path.lexists, path)
+
+    async def write_new(self, path: str, data: bytes, mode: int) -> None:
+        await self._call("write", path, _write_new, path, data, mode)
+
+    async def keep_copy(self, src: str, dst: str, data: bytes, mode: int) -> None:
+        await self._call("back up", src, _keep_copy, src, dst, data, mode)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._call("replace", dst, os.rename, src, dst)
+
+    async def remove(self, path: str) -> None:
+        await self._call("remove", path, os.unlink, path)
+
+    async def fsync_dir(self, path: str) -> None:
+        await asyncio.to_thread(_fsync_dir, path)

@@ -15,10 +15,14 @@ from pathlib import Path
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 FOLLOWER = (Path(__file__).with_name("follower.py")).read_text(encoding="utf-8")
+PROCGROUP = (Path(__file__).with_name("procgroup.py")).read_text(encoding="utf-8")
 
 # alive PGID: true if the group has a member that is not a zombie.
 _ALIVE = """alive() { ps -e -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; }
 """
+
+# sh -c ALIVE sh PGID -> exit 0 if the group has a live (non-zombie) member, else 1
+ALIVE = _ALIVE + 'alive "$1"\n'
 
 # sh -c SPAWN sh CWD LOG PIDFILE PYTHON ARGV... -> "STARTED <pgid>" | "ALREADY <pgid>"
 # (PYTHON stands in for setsid(1) where there is none, e.g. macOS)
@@ -116,21 +120,18 @@ print("\n".join(out))
 """
 
 # python -u -c WATCHDOG ARGV... : run ARGV in its own group; stdin EOF (channel or connection gone)
-# -> TERM the group, KILL after 2 s. Exit code is ARGV's (128+signal when killed by one).
-WATCHDOG = r"""
-import os, signal, subprocess, sys, threading, time
+# -> stop the group (TERM, 2 s, KILL) with procgroup.py's `stop_group`, whose source comes first.
+# Exit code is ARGV's (128+signal when killed by one).
+WATCHDOG = (
+    PROCGROUP
+    + r"""
+import subprocess, sys, threading
 try:
     p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, start_new_session=True)
 except OSError as e:
     sys.stderr.write("cannot run %s: %s\n" % (sys.argv[1], e))
     sys.exit(127)
 fired = threading.Event()
-def gone():
-    try:
-        os.killpg(p.pid, 0)
-        return False
-    except OSError:
-        return True
 def watch():
     try:
         while os.read(0, 65536):
@@ -138,15 +139,7 @@ def watch():
     except OSError:
         pass
     fired.set()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(p.pid, sig)
-        except OSError:
-            return
-        for _ in range(20):
-            if p.poll() is not None and gone():
-                return
-            time.sleep(0.1)
+    stop_group(p.pid, 2.0, 2.0)
 t = threading.Thread(target=watch, daemon=True)
 t.start()
 rc = p.wait()
@@ -154,6 +147,7 @@ if fired.is_set():
     t.join(5)
 sys.exit(rc if rc >= 0 else 128 - rc)
 """
+)
 
 
 def default_pidfile(log_path: str) -> str:

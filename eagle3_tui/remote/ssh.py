@@ -16,33 +16,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import posixpath
-import secrets
 import shlex
 import stat as statmod
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
+from eagle3_tui.remote.atomic import write_atomic
 from eagle3_tui.remote.errors import (
     AuthFailed,
     ChangedHostKey,
     CommandTimeout,
     ConnectionLost,
-    FileChanged,
     HostError,
     HostKeyError,
     RemoteFileNotFound,
     UnknownHostKey,
 )
-from eagle3_tui.remote.host import ConnState, FileStat, Host, RunResult, WriteResult
-from eagle3_tui.remote.local import changed_message
+from eagle3_tui.remote.host import Host
+from eagle3_tui.remote.sftp_follow import SftpPoller, sftp_read
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
+from eagle3_tui.remote.types import ConnState, FileStat, FollowCursor, RunResult, WriteResult
 
 # asyncssh logs connection failures; with no handler configured Python would print warnings to
 # stderr, straight over the terminal UI. They still propagate to handlers the app installs.
@@ -159,6 +158,60 @@ class SSHChannel:
             with contextlib.suppress(BaseException):
                 await self._err_task
             self._host._channels.discard(self)
+
+
+class SftpFileOps:
+    """`atomic.FileOps` over one SFTP session. Errors stay asyncssh's: `SSHHost._sftp_call` turns
+    them into one sentence (and retries once after a dropped connection)."""
+
+    def __init__(self, sftp: asyncssh.SFTPClient) -> None:
+        self.sftp = sftp
+
+    async def realpath(self, path: str) -> str:
+        try:
+            return str(await self.sftp.realpath(path))
+        except asyncssh.SFTPError:
+            return path
+
+    async def read_or_none(self, path: str) -> bytes | None:
+        try:
+            async with self.sftp.open(path, "rb") as f:
+                return await sftp_read(f)
+        except asyncssh.SFTPNoSuchFile:
+            return None
+
+    async def mode(self, path: str) -> int:
+        return statmod.S_IMODE((await self.sftp.stat(path)).permissions or 0o644)
+
+    async def lexists(self, path: str) -> bool:
+        return bool(await self.sftp.lexists(path))
+
+    async def write_new(self, path: str, data: bytes, mode: int) -> None:
+        async with self.sftp.open(path, "xb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
+            await f.write(data)
+            await f.fsync()
+        await self.sftp.chmod(path, mode)  # the host's umask may have cleared bits
+
+    async def keep_copy(self, src: str, dst: str, data: bytes, mode: int) -> None:
+        try:
+            await self.sftp.link(src, dst)
+        except asyncssh.SFTPError:
+            async with self.sftp.open(dst, "xb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
+                await f.write(data)
+                await f.fsync()
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self.sftp.posix_rename(src, dst)
+
+    async def remove(self, path: str) -> None:
+        await self.sftp.remove(path)
+
+    async def fsync_dir(self, path: str) -> None:
+        """Open the directory read-only and send fsync@openssh.com on that handle: OpenSSH's
+        sftp-server calls fsync(2) on it. Servers without the extension leave it to the kernel."""
+        with contextlib.suppress(asyncssh.SFTPError):
+            async with self.sftp.open(path, "rb") as d:
+                await d.fsync()
 
 
 class SSHHost(Host):
@@ -414,7 +467,7 @@ class SSHHost(Host):
             self._set_state(ConnState("failed", attempt=1, reason=self.last_error))
         raise ConnectionLost(f"Cannot reach {self.name}: {self.last_error}.")
 
-    async def _wait_connected(self) -> None:
+    async def wait_connected(self) -> None:
         await asyncio.sleep(0.01)  # let the supervisor notice a drop before we look
         await self._get_conn()
 
@@ -496,7 +549,7 @@ class SSHHost(Host):
         with contextlib.suppress(Exception):
             await asyncio.wait_for(conn.run(f"kill -s KILL -- -{pgid}", stdin=asyncssh.DEVNULL), 5)
 
-    async def _open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
+    async def open_channel(self, argv: Sequence[str], *, cwd: str | None = None) -> ProcChannel:
         conn, proc = await self._start_process(
             command_line(argv, cwd, report_pgid=False), None, encoding="utf-8", errors="replace"
         )
@@ -531,7 +584,7 @@ class SSHHost(Host):
                 self._sftp_client = None
                 if attempt:
                     raise ConnectionLost(f"Lost the connection to {self.name}.") from None
-                await self._wait_connected()
+                await self.wait_connected()
         raise AssertionError("unreachable")
 
     async def read_bytes(self, path: str) -> bytes:
@@ -539,7 +592,7 @@ class SSHHost(Host):
             # Read to EOF in blocks: a plain read() trusts the stat size, which is 0 for /proc files.
             chunks: list[bytes] = []
             async with sftp.open(path, "rb") as f:
-                while chunk := await f.read(1 << 20):
+                while chunk := await sftp_read(f, 1 << 20):
                     chunks.append(chunk)
             return b"".join(chunks)
 
@@ -567,62 +620,18 @@ class SSHHost(Host):
         return await self._sftp_call(pattern, "glob", go)
 
     async def write_atomic(self, path: str, data: bytes | str, *, expect_sha256: str | None) -> WriteResult:
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-        async def read_or_none(sftp: asyncssh.SFTPClient, p: str) -> bytes | None:
-            try:
-                async with sftp.open(p, "rb") as f:
-                    return await f.read()
-            except asyncssh.SFTPNoSuchFile:
-                return None
-
         async def go(sftp: asyncssh.SFTPClient) -> WriteResult:
-            try:
-                real = await sftp.realpath(path)
-            except asyncssh.SFTPError:
-                real = path
-            found = await read_or_none(sftp, real)
-            if (why := changed_message(path, expect_sha256, found)) is not None:
-                raise FileChanged(why)
-            mode = statmod.S_IMODE((await sftp.stat(real)).permissions or 0o644) if found is not None else 0o644
-            head, tail = posixpath.split(real)
-            tmp = posixpath.join(head, f".{tail}.tmp-{secrets.token_hex(4)}")
-            async with sftp.open(tmp, "xb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
-                await f.write(raw)
-                await f.fsync()
-            try:
-                await sftp.chmod(tmp, mode)
-                backup = None
-                if found is not None:
-                    now = await read_or_none(sftp, real)
-                    if (why := changed_message(path, expect_sha256, now)) is not None:
-                        raise FileChanged(why)
-                    backup = f"{real}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
-                    n, base = 1, backup
-                    while await sftp.exists(backup):
-                        backup, n = f"{base}-{n}", n + 1
-                    try:
-                        await sftp.link(real, backup)
-                    except asyncssh.SFTPError:
-                        async with sftp.open(backup, "xb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as bf:
-                            await bf.write(found)
-                            await bf.fsync()
-                await sftp.posix_rename(tmp, real)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await sftp.remove(tmp)
-                raise
-            return WriteResult(backup, hashlib.sha256(raw).hexdigest())
+            return await write_atomic(SftpFileOps(sftp), path, data, expect_sha256)
 
         return await self._sftp_call(path, "write", go)
 
     # ---- follow without Python ----------------------------------------------------------------
     can_poll_files = True
 
-    def _poll_records(self, path: str, cursor: Any, mode: str, last_lines: int) -> Any:
-        from eagle3_tui.remote.sftp_follow import SftpPoller
-
-        return SftpPoller(self, path, cursor, mode, last_lines).records()
+    def poll_records(
+        self, path: str, cursor: FollowCursor | None, mode: str, last_lines: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        return SftpPoller(self, self._sftp, path, cursor, mode, last_lines).records()
 
     # ---- port forward ---------------------------------------------------------------------------
     async def forward(self, remote_port: int) -> int:
@@ -669,8 +678,9 @@ class SSHHost(Host):
                 await asyncio.gather(pump(reader, w2), pump(r2, writer))
             finally:
                 for w in (w2, writer):
-                    with contextlib.suppress(Exception):
-                        w.close()
+                    if w is not None:
+                        with contextlib.suppress(Exception):
+                            w.close()
                 if task is not None:
                     self._pumps.discard(task)
 
