@@ -24,15 +24,42 @@ __all__ = [
     "write_log",
 ]
 
-STYLES = ("0.4.6", "0.5.3", "0.5.4", "0.5.6", "2026")
+# Decode-line shapes by SGLang era: the header after "Decode batch", whether `accept rate` follows
+# `accept len` (and by which definition), the graph field, and whether the line ends with ", ".
+STYLES = ("0.4.1", "0.4.6", "0.5.3", "0.5.4", "0.5.6", "2026")
 
 
-def prefix(t: float, ranks: str = "", ms: bool = False) -> str:
-    """`[%(asctime)s{.msecs}{ranks}] ` with the clock read as UTC (see logline)."""
-    text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(t)))
+@dataclass(frozen=True)
+class _Shape:
+    header: str  # "." | "," | " [N]," (the decode forward count)
+    rate: str  # "" (no accept rate) | "len/draft" | "(len-1)/(draft-1)"
+    graph: str  # "" (no field) | "cuda" (always "cuda graph") | "device" ("<device> graph")
+    trailing: bool
+
+
+_SHAPES = {
+    "0.4.1": _Shape(".", "", "", False),  # the first release with accept len
+    "0.4.6": _Shape(".", "", "cuda", False),  # 0.4.6.post4
+    "0.5.3": _Shape(".", "len/draft", "device", True),
+    "0.5.4": _Shape(" [N],", "len/draft", "device", True),
+    "0.5.6": _Shape(",", "len/draft", "device", True),
+    "2026": _Shape(",", "(len-1)/(draft-1)", "device", False),
+}
+
+
+def prefix(t: float, ranks: str = "", ms: bool = False, *, local: bool = False) -> str:
+    """`[%(asctime)s{.msecs}{ranks}] `; the clock is read as UTC (see logline), or as local time
+    (`local=True`, what a live server's `asctime` shows)."""
+    text = time.strftime("%Y-%m-%d %H:%M:%S", (time.localtime if local else time.gmtime)(int(t)))
     if ms:
         text += f".{round((t % 1) * 1000) % 1000:03d}"
     return f"[{text}{ranks}] "
+
+
+def _accept_rate(shape: _Shape, accept_len: float, num_draft_tokens: int) -> float:
+    if shape.rate == "len/draft":
+        return accept_len / num_draft_tokens
+    return (accept_len - 1) / max(num_draft_tokens - 1, 1)
 
 
 def decode_line(
@@ -46,34 +73,41 @@ def decode_line(
     tps: float,
     queue: int,
     forward_ct: int = 0,
+    accept_rate: float | None = None,
+    device: str = "cuda",
+    graph: bool = True,
 ) -> str:
-    """The message of one `Decode batch` line (without prefix) as the given SGLang era printed it."""
-    if style == "0.4.6":  # 0.4.6.post4: period header, cuda graph, no trailing comma
-        msg = f"Decode batch. #running-req: {running}, #token: {used}, token usage: {usage:.2f}, "
-        if accept_len is not None:
-            msg += f"accept len: {accept_len:.2f}, "
-        return msg + f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: {queue}"
-    if style in ("0.5.3", "0.5.4", "0.5.6"):
-        head = {"0.5.3": "Decode batch.", "0.5.4": f"Decode batch [{forward_ct}],", "0.5.6": "Decode batch,"}[style]
-        msg = f"{head} #running-req: {running}, #token: {used}, token usage: {usage:.2f}, "
-        if accept_len is not None:
-            rate = accept_len / num_draft_tokens
-            msg += f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
-        return msg + f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: {queue}, "
-    if style == "2026":
-        msg = f"Decode batch, #running-req: {running}, #token: {used}, token usage: {usage:.2f}, "
-        if accept_len is not None:
-            rate = (accept_len - 1) / max(num_draft_tokens - 1, 1)
-            msg += f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
-        return msg + f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: {queue}"
-    raise ValueError(f"unknown style {style!r}")
+    """The message of one `Decode batch` line (without prefix) as the given SGLang era printed it.
+
+    `accept_rate` defaults to the era's own definition over `num_draft_tokens`; `device` names the
+    graph field where the era does (`cpu graph` on a CPU server), `graph` is its value.
+    """
+    shape = _SHAPES.get(style)
+    if shape is None:
+        raise ValueError(f"unknown style {style!r}")
+    header = shape.header.replace("N", str(forward_ct))
+    msg = f"Decode batch{header} #running-req: {running}, #token: {used}, token usage: {usage:.2f}, "
+    if accept_len is not None:
+        msg += f"accept len: {accept_len:.2f}, "
+        if shape.rate:
+            rate = _accept_rate(shape, accept_len, num_draft_tokens) if accept_rate is None else accept_rate
+            msg += f"accept rate: {rate:.2f}, "
+    if shape.graph:
+        msg += f"{'cuda' if shape.graph == 'cuda' else device} graph: {graph}, "
+    msg += f"gen throughput (token/s): {tps:.2f}, #queue-req: {queue}"
+    return msg + (", " if shape.trailing else "")
 
 
-def prefill_line(*, new_seq: int, new_token: int, cached: int, usage: float, running: int, queue: int) -> str:
-    return (
-        f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
-        f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}, "
+def prefill_line(
+    *, new_seq: int, new_token: int, cached: int, usage: float, running: int, queue: int, style: str = "0.5.6"
+) -> str:
+    """The message of one `Prefill batch` line; 0.4 eras used a period and no trailing comma."""
+    old = style in ("0.4.1", "0.4.6")
+    msg = (
+        f"Prefill batch{'.' if old else ','} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
+        f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}"
     )
+    return msg + ("" if old else ", ")
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""SGLang's log lines, as the sim server writes them (research/sglang.md §1).
+"""The sim server's log writer: SGLang's lines as `sglang.logsynth` builds them, one per write, flushed.
 
-Styles: `0.5.6` (default; `Decode batch, ...` with `accept rate` and a trailing `, `),
-`0.4.6` (`Decode batch. ...`, `accept len` but no `accept rate`, `cuda graph`), and
-`0.4.1-tp0` (`[... TP0] Decode batch. ...`, the first style with `accept len`).
+The sim offers three eras (research/sglang.md §1): `0.5.6` (default; `Decode batch, ...` with
+`accept rate`, a `cpu graph` field and a trailing `, `), `0.4.6` (`Decode batch. ...`, `accept len`
+without `accept rate`, `cuda graph`), and `0.4.1-tp0` (`[... TP0] Decode batch. ...`, the first era
+with `accept len`). This module only maps those names onto logsynth's styles and rank prefixes
+and owns the stream; the line text is logsynth's.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
+from eagle3_tui.sglang.logsynth import decode_line, prefill_line, prefix
+
 STYLES = ("0.5.6", "0.4.6", "0.4.1-tp0")
 STYLE_ALIASES = {"default": "0.5.6", "dot": "0.4.6", "tp0": "0.4.1-tp0"}
-
-
-def timestamp(now: float | None = None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() if now is None else now))
+# sim style -> (logsynth style, the scheduler's rank prefix)
+_ERA = {"0.5.6": ("0.5.6", ""), "0.4.6": ("0.4.6", ""), "0.4.1-tp0": ("0.4.1", " TP0")}
+DEVICE = "cpu"
 
 
 @dataclass(frozen=True)
@@ -33,41 +36,38 @@ class DecodeStats:
 
 
 def decode_message(s: DecodeStats, style: str) -> str:
-    if style == "0.5.6":
-        msg = f"Decode batch, #running-req: {s.running_req}, #token: {s.num_tokens}, token usage: {s.token_usage:.2f}, "
-        if s.accept_len is not None:
-            msg += f"accept len: {s.accept_len:.2f}, accept rate: {(s.accept_rate or 0.0):.2f}, "
-        msg += (
-            f"cpu graph: False, gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {s.queue_req}, "
-        )
-        return msg
-    if style == "0.4.6":
-        msg = f"Decode batch. #running-req: {s.running_req}, #token: {s.num_tokens}, token usage: {s.token_usage:.2f}, "
-        if s.accept_len is not None:
-            msg += f"accept len: {s.accept_len:.2f}, "
-        return (
-            msg
-            + f"cuda graph: False, gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {s.queue_req}"
-        )
-    msg = f"Decode batch. #running-req: {s.running_req}, #token: {s.num_tokens}, token usage: {s.token_usage:.2f}, "
-    if s.accept_len is not None:
-        msg += f"accept len: {s.accept_len:.2f}, "
-    return msg + f"gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {s.queue_req}"
+    """A decode stats line of this era for a CPU server without graphs."""
+    return decode_line(
+        _ERA[style][0],
+        running=s.running_req,
+        used=s.num_tokens,
+        usage=s.token_usage,
+        accept_len=s.accept_len,
+        num_draft_tokens=1,  # unused: the measured rate is given
+        tps=s.gen_throughput,
+        queue=s.queue_req,
+        accept_rate=s.accept_rate or 0.0,
+        device=DEVICE,
+        graph=False,
+    )
 
 
 def prefill_message(
     new_seq: int, new_token: int, cached_token: int, token_usage: float, running: int, queue: int, style: str
 ) -> str:
-    sep = "," if style == "0.5.6" else "."
-    msg = (
-        f"Prefill batch{sep} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached_token}, "
-        f"token usage: {token_usage:.2f}, #running-req: {running}, #queue-req: {queue}"
+    return prefill_line(
+        new_seq=new_seq,
+        new_token=new_token,
+        cached=cached_token,
+        usage=token_usage,
+        running=running,
+        queue=queue,
+        style=_ERA[style][0],
     )
-    return msg + (", " if style == "0.5.6" else "")
 
 
 class LogWriter:
-    """Thread-safe `[time{prefix}] message` lines to a stream, flushed per line."""
+    """Thread-safe `[time{ranks}] message` lines to a stream (local time, like `asctime`), flushed per line."""
 
     def __init__(self, stream: TextIO | None = None, *, style: str = "0.5.6") -> None:
         self.stream = stream or sys.stdout
@@ -76,12 +76,12 @@ class LogWriter:
 
     @property
     def scheduler_prefix(self) -> str:
-        return " TP0" if self.style == "0.4.1-tp0" else ""
+        return _ERA[self.style][1]
 
     def write(self, message: str, *, scheduler: bool = False) -> None:
-        prefix = self.scheduler_prefix if scheduler else ""
         lines = message.split("\n")
-        text = f"[{timestamp()}{prefix}] {lines[0]}\n" + "".join(line + "\n" for line in lines[1:])
+        head = prefix(time.time(), self.scheduler_prefix if scheduler else "", local=True)
+        text = head + lines[0] + "\n" + "".join(line + "\n" for line in lines[1:])
         with self.lock:
             self.stream.write(text)
             self.stream.flush()
