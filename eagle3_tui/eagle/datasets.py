@@ -5,12 +5,14 @@ Layouts (research/eagle3_formats.md §1.1, §2.2):
 * ``speculators-v1``: ``torch.save`` dict per sample (``*.pt``): ``input_ids [T]``, ``loss_mask [T]``,
   ``hidden_states`` a list of ``[T, H]`` (the last entry is the verifier's last state; the trainer
   feeds ``cat(hidden_states[:-1])``).
-* ``speculators``: ``hidden_states/hs_{i}.safetensors`` with ``hidden_states [T, S, H]`` and
-  ``token_ids [T]`` (the trainer feeds ``hidden_states[:, :-1]``); the loss mask normally lives in an
-  Arrow dataset, so a ``loss_mask`` key in the file is used when present, else every position counts.
-* ``specforge``: ``torch.save`` dict per sample (``*.ckpt``, ``*.ckpt.gz``): ``aux_hidden_state
-  [1, T, A*H]`` (A slots), ``hidden_state [1, T, H]`` (the target's final, post-norm state),
-  ``input_ids``, ``loss_mask``.
+* ``speculators``: ``OUT/hidden_states/hs_{i}.safetensors`` with ``hidden_states [T, S, H]`` and
+  ``token_ids [T]`` (the trainer feeds ``hidden_states[:, :-1]``), beside ``OUT/token_freq.pt`` (not a
+  sample) and the Arrow dataset ``OUT/*.arrow`` whose row i holds the ``loss_mask`` of ``hs_i``
+  (``scripts/prepare_data.py``, ``data_generation_offline.py``, ``train/data.py``). The mask is read from
+  there when ``pyarrow`` is importable, else from a ``loss_mask`` key in the file, else every position counts.
+* ``specforge``: ``torch.save`` dict per sample, ``OUT/rows_{g}-{g+2000}/data_{i}.ckpt[.gz]``
+  (``scripts/prepare_hidden_states.py``): ``aux_hidden_state [1, T, A*H]`` (A slots), ``hidden_state
+  [1, T, H]`` (the target's final, post-norm state), ``input_ids``, ``loss_mask``.
 
 Alignment (all three): draft position t reads aux ``g_t`` and token ``x_{t+1}`` and predicts the
 target's token after ``x_{t+1}``. speculators shifts the loss mask with the inputs (mask at t+1),
@@ -24,6 +26,7 @@ from __future__ import annotations
 import glob as _glob
 import gzip
 import io
+import json
 import math
 import os
 import re
@@ -70,6 +73,8 @@ class DataSet:
     notes: list[str] = field(default_factory=list)
     positions: int = 0  # counted (loss-masked, labelled) draft positions in the sample
     total_files: int = 0
+    split: str = "training"  # "validation" when the trainer's own held-out rows were read
+    split_note: str = ""
 
 
 def natural_key(path: str) -> list[Any]:
@@ -77,22 +82,99 @@ def natural_key(path: str) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path)]
 
 
+_NOT_SAMPLES = ("token_freq.pt",)  # speculators' token frequencies, written beside the data
+_LOOKED_FOR = ("SpecForge rows_*/data_*.ckpt[.gz], speculators hidden_states/hs_*.safetensors or "
+               "speculators v1 data_*.pt")
+
+
+def _folder_files(root: str) -> list[str]:
+    """The sample files under a data root, in each trainer's own layout (first layout found wins)."""
+    patterns = (
+        ("data_*.ckpt", "data_*.ckpt.gz", "rows_*/data_*.ckpt", "rows_*/data_*.ckpt.gz"),  # SpecForge
+        ("hidden_states/hs_*.safetensors", "hs_*.safetensors"),  # speculators
+        ("*.ckpt", "*.ckpt.gz", "*.pt", "*.safetensors"),  # legacy and hand-made sets
+    )
+    for group in patterns:
+        hits = [h for pat in group for h in _glob.glob(os.path.join(root, pat))]
+        hits = [h for h in hits if os.path.basename(h) not in _NOT_SAMPLES]
+        if hits:
+            return hits
+    return []
+
+
 def expand(pattern: str) -> list[str]:
-    """Files a --data argument names: a glob, a file, or a directory (searched for known files)."""
+    """Files a --data argument names: a glob, a file, or a data root (searched in each trainer's layout)."""
     pattern = os.path.expanduser(pattern)
     if os.path.isdir(pattern):
-        hits = []
-        for pat in ("*.pt", "*.ckpt", "*.ckpt.gz", "hidden_states/hs_*.safetensors", "*.safetensors"):
-            hits = _glob.glob(os.path.join(pattern, pat))
-            if hits:
-                break
+        hits = _folder_files(pattern)
+        if not hits:
+            raise BadInput(f"{pattern} holds no training data: looked for {_LOOKED_FOR}")
     else:
-        hits = _glob.glob(pattern, recursive=True)
+        hits = [h for h in _glob.glob(pattern, recursive=True) if os.path.basename(h) not in _NOT_SAMPLES]
     files = sorted((h for h in hits if os.path.isfile(h)), key=natural_key)
     if not files:
-        raise BadInput(f"the data pattern {pattern} matches no files (expected speculators .pt, "
-                       f"hidden_states/hs_*.safetensors or SpecForge .ckpt files)")
+        raise BadInput(f"the data pattern {pattern} matches no files (expected {_LOOKED_FOR})")
     return files
+
+
+def file_index(path: str) -> int | None:
+    """i of hs_{i}.safetensors / data_{i}.ckpt: the row of the trainer's dataset it holds."""
+    m = re.search(r"(?:hs|data)_(\d+)\.", os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+class ArrowRows:
+    """speculators' preprocessed dataset (``datasets.save_to_disk``: Arrow IPC stream shards listed in
+    state.json), read lazily with pyarrow: row i's ``loss_mask`` and ``input_ids``."""
+
+    def __init__(self, directory: str) -> None:
+        import pyarrow as pa
+
+        names = _arrow_shards(directory)
+        tables = []
+        for n in names:
+            source = pa.memory_map(os.path.join(directory, n))
+            try:
+                tables.append(pa.ipc.open_stream(source).read_all())
+            except pa.ArrowInvalid:
+                tables.append(pa.ipc.open_file(source).read_all())
+        self.table = pa.concat_tables(tables) if tables else None
+        self.directory = directory
+        self.rows = 0 if self.table is None else self.table.num_rows
+
+    def column(self, name: str, i: int) -> list[int] | None:
+        if self.table is None or name not in self.table.column_names or not 0 <= i < self.rows:
+            return None
+        return [int(x) for x in self.table.column(name)[i].as_py()]
+
+    @classmethod
+    def beside(cls, data_file: str) -> tuple[ArrowRows | None, str]:
+        """The dataset next to a speculators hidden_states folder, and a note when it cannot be used."""
+        folder = os.path.dirname(os.path.abspath(data_file))
+        root = os.path.dirname(folder) if os.path.basename(folder) == "hidden_states" else folder
+        if not _arrow_shards(root):
+            return None, (f"no Arrow dataset beside {folder} (speculators keeps the loss mask there): "
+                          f"every position counts, prompt tokens too")
+        try:
+            return cls(root), ""
+        except ImportError:
+            return None, (f"pyarrow is not importable here, so the loss mask in {root}'s Arrow dataset "
+                          f"was not read: every position counts, prompt tokens too")
+        except Exception as err:  # a broken shard: say so, count every position
+            return None, f"the Arrow dataset in {root} could not be read ({str(err)[:120]}): every position counts"
+
+
+def _arrow_shards(directory: str) -> list[str]:
+    state = os.path.join(directory, "state.json")
+    if os.path.exists(state):
+        try:
+            with open(state, encoding="utf-8") as f:
+                listed = [str(d["filename"]) for d in json.load(f).get("_data_files", [])]
+            if listed and all(os.path.exists(os.path.join(directory, n)) for n in listed):
+                return listed
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return sorted((n for n in os.listdir(directory) if n.endswith(".arrow")), key=natural_key)
 
 
 def layout_of(path: str) -> str:
@@ -219,74 +301,131 @@ def read_sample(path: str, layout: str | None = None) -> tuple[Sample, dict[str,
     return sample, facts
 
 
-def counted_positions(sample: Sample, mask_shift: int) -> Any:
-    """Bool [T]: draft positions t that count: the token after x_{t+1} exists (t <= T-3) and the
-    loss mask at t + mask_shift is set."""
+def counted_positions(sample: Sample, mask_shift: int, through_last: bool = False) -> Any:
+    """Bool [T]: draft positions t that count: the loss mask at t + mask_shift is set and the label exists:
+    the token after x_{t+1} for token labels (t <= T-3), the target's state at t+1 for target labels
+    (`through_last`: t <= T-2, the position both trainers also score)."""
     import torch
 
     t = sample.length
+    last = t - 1 if through_last else t - 2  # exclusive bound on t
     ok = torch.zeros(t, dtype=torch.bool)
-    if t >= 3:
-        idx = torch.arange(t - 2)
-        ok[: t - 2] = sample.loss_mask[idx + mask_shift]
+    if last > 0:
+        idx = torch.arange(last)
+        ok[:last] = sample.loss_mask[idx + mask_shift]
     return ok
 
 
+def _split_order(files: list[str], layout: str, arrow: ArrowRows | None) -> tuple[list[str], str, str]:
+    """(files to read first, split, note): the trainer's own validation rows when they can be found."""
+    if layout == "speculators" and arrow is not None and arrow.rows:
+        val = _trainers().validation_indices(arrow.rows)
+        picked = [f for f in files if file_index(f) in val]
+        if picked:
+            return picked, "validation", (
+                f"measured on speculators' validation rows {val.start}..{arrow.rows - 1} of its {arrow.rows} "
+                f"(the rows after train_data_ratio {_trainers().SPECULATORS_TRAIN_RATIO})")
+        return files, "training", (f"none of speculators' validation rows {val.start}..{arrow.rows - 1} has a "
+                                   f"hidden-state file here: measured on training rows")
+    if layout == "specforge":
+        return files, "training", ("measured on these files as given: SpecForge validates on a separate folder "
+                                   "(--eval-hidden-states-path); give that folder as --data for held-out numbers")
+    return files, "training", "measured on these files as given: the draft may have trained on them"
+
+
+def _trainers() -> Any:
+    if __package__:
+        from . import trainers
+    else:
+        import trainers  # type: ignore[no-redef]
+    return trainers
+
+
+def _arrow_mask(sample: Sample, arrow: ArrowRows, path: str) -> tuple[Sample, bool]:
+    """The sample with its row's loss mask from the Arrow dataset; False when the row does not match."""
+    import torch
+
+    i = file_index(path)
+    mask = arrow.column("loss_mask", i) if i is not None else None
+    ids = arrow.column("input_ids", i) if i is not None else None
+    if mask is None or len(mask) != sample.length or (ids is not None and ids != sample.input_ids.tolist()):
+        return sample, False
+    sample.loss_mask = torch.tensor(mask, dtype=torch.bool)
+    return sample, True
+
+
+def _cut(sample: Sample, max_len: int) -> Sample:
+    if sample.length <= max_len:
+        return sample
+    return Sample(sample.file, sample.input_ids[:max_len], sample.loss_mask[:max_len],
+                  [x[:max_len] for x in sample.slots],
+                  None if sample.final is None else sample.final[:max_len], sample.final_normed)
+
+
+def _check_first(path: str, s: int, h: int, expect_slots: int | None, expect_hidden: int | None) -> None:
+    if expect_slots is not None and s < expect_slots:
+        raise BadInput(f"{path} holds {s} hidden-state slots but the draft's fc takes {expect_slots} "
+                       f"(expected at least {expect_slots} slots of {expect_hidden or h})")
+    if expect_hidden is not None and h != expect_hidden:
+        raise BadInput(f"{path} holds hidden states {h} wide but the draft expects {expect_hidden} "
+                       f"(its fc width divided by the number of aux states)")
+
+
 def load(pattern: str, *, max_positions: int = 20000, max_len: int = 4096,
-         expect_slots: int | None = None, expect_hidden: int | None = None) -> DataSet:
-    """Read files (natural order) until `max_positions` counted positions are in hand.
+         expect_slots: int | None = None, expect_hidden: int | None = None, through_last: bool = False) -> DataSet:
+    """Read files (natural order, the trainer's validation rows first) until `max_positions` counted
+    positions are in hand: one file at a time, never the whole folder.
 
     Every file is checked against the first: the same number of slots and hidden size.
     Sequences longer than `max_len` are cut (attention memory is quadratic in T).
     """
     files = expand(pattern)
     layout = layout_of(files[0])
+    arrow, arrow_note = ArrowRows.beside(files[0]) if layout == "speculators" else (None, "")
+    order, split, split_note = _split_order(files, layout, arrow)
     samples: list[Sample] = []
     facts0: dict[str, Any] | None = None
-    positions = 0
+    positions = mismatched = 0
     notes: list[str] = []
-    for path in files:
+    for path in order:
         if layout_of(path) != layout:
             raise BadInput(f"{path} is {layout_of(path)} data but {files[0]} is {layout} data (one layout per check)")
         sample, facts = read_sample(path, layout)
         s, h = len(sample.slots), int(sample.slots[0].shape[-1])
         if facts0 is None:
-            facts0 = facts
-            s0, h0 = s, h
-            if expect_slots is not None and s < expect_slots:
-                raise BadInput(f"{path} holds {s} hidden-state slots but the draft's fc takes {expect_slots} "
-                               f"(expected at least {expect_slots} slots of {expect_hidden or h})")
-            if expect_hidden is not None and h != expect_hidden:
-                raise BadInput(f"{path} holds hidden states {h} wide but the draft expects {expect_hidden} "
-                               f"(its fc width divided by the number of aux states)")
-            if not facts.get("has_mask", True):
-                notes.append(f"{layout} files carry no loss mask here (speculators keeps it in an Arrow "
-                             f"dataset): every position counts")
+            facts0, s0, h0 = facts, s, h
+            _check_first(path, s, h, expect_slots, expect_hidden)
+            if arrow is None and not facts.get("has_mask", True):
+                notes.append(arrow_note or f"{layout} files carry no loss mask here: every position counts")
         elif s != s0 or h != h0:
             raise BadInput(f"{path} holds {s} slots of {h} but {files[0]} holds {s0} slots of {h0} "
                            f"(expected the same in every file)")
-        if sample.length > max_len:
-            sample = Sample(sample.file, sample.input_ids[:max_len], sample.loss_mask[:max_len],
-                            [x[:max_len] for x in sample.slots],
-                            None if sample.final is None else sample.final[:max_len], sample.final_normed)
-        ok = counted_positions(sample, facts["mask_shift"])
+        if arrow is not None:
+            sample, matched = _arrow_mask(sample, arrow, path)
+            mismatched += not matched
+        sample = _cut(sample, max_len)
+        ok = counted_positions(sample, facts["mask_shift"], through_last)
         n = int(ok.sum())
         if n == 0:
             continue
         if positions + n > max_positions:
-            keep = max_positions - positions
-            ok = ok & (ok.cumsum(0) <= keep)
-            n = keep
+            ok = ok & (ok.cumsum(0) <= max_positions - positions)
+            n = max_positions - positions
         sample.counted = ok
         samples.append(sample)
         positions += n
         if positions >= max_positions:
             break
     assert facts0 is not None
+    if mismatched:
+        notes.append(f"{mismatched} files did not match their Arrow row (token ids or length): their loss mask "
+                     f"is the file's own")
     if not samples:
         raise BadInput(f"no file matching {pattern} has a position to check (every loss mask is empty)")
-    return DataSet(layout, files, samples, s0, h0, tuple(facts0["training_slots"]), int(facts0["mask_shift"]),
-                   facts0["final_slot"], notes, positions, len(files))
+    ds = DataSet(layout, files, samples, s0, h0, tuple(facts0["training_slots"]), int(facts0["mask_shift"]),
+                 facts0["final_slot"], notes, positions, len(files))
+    ds.split, ds.split_note = split, split_note
+    return ds
 
 
 @dataclass(frozen=True)
