@@ -216,8 +216,11 @@ def test_no_config_no_weights(tmp_path: Path) -> None:
     with pytest.raises(ck.BadInput, match="is not valid JSON"):
         ck.read_header(str(d))
     (d / "config.json").write_text(json.dumps(CONFIG))
+    with pytest.raises(ck.BadInput, match=r"holds no weights \(looked for \.safetensors, pytorch_model\.bin"):
+        ck.read_header(str(d))
+    # original EAGLE releases ship pytorch_model.bin: read (weights only), a broken one is named
     (d / "pytorch_model.bin").write_bytes(b"x")
-    with pytest.raises(ck.BadInput, match=r"holds no \.safetensors file \(found pytorch_model\.bin"):
+    with pytest.raises(ck.BadInput, match=r"pytorch_model\.bin could not be read as a torch state dict"):
         ck.read_header(str(d))
     with pytest.raises(ck.BadInput, match="is not a directory"):
         ck.read_header(str(d / "nope"))

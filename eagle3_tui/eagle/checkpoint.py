@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 
 if __package__:
     from ..errors import UserError as _ErrorBase
+    from .trainers import SGLANG_0_5_6, ServedLoader
 else:  # a plain file beside accuracy.py on the GPU host
     _ErrorBase = Exception
+    from trainers import SGLANG_0_5_6, ServedLoader  # type: ignore[no-redef]
 
 
 class BadInput(_ErrorBase):
@@ -28,7 +30,8 @@ class BadInput(_ErrorBase):
     exit_code = 2
 
 
-ISSUE_KINDS: tuple[str, ...] = ("unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm")
+ISSUE_KINDS: tuple[str, ...] = ("unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm",
+                                "architecture", "embedding", "aux-config", "layers")
 
 # safetensors dtype names and their sizes in bytes
 DTYPE_SIZES: dict[str, int] = {
@@ -138,33 +141,87 @@ def read_config(path: str) -> dict:
     return cfg
 
 
-def read_header(draft_dir: str) -> CheckpointHeader:
-    """config.json plus every tensor's dtype, shape and file, from headers only (no tensor data)."""
-    if not os.path.isdir(draft_dir):
-        raise BadInput(f"{draft_dir} is not a directory (expected the draft model's directory with config.json)")
-    config_path = os.path.join(draft_dir, "config.json")
-    config = read_config(config_path)
-    index_path = os.path.join(draft_dir, "model.safetensors.index.json")
-    files: list[str]
-    if os.path.exists(index_path):
-        index = _read_index(index_path)
-        wm = index.get("weight_map")
+# keys speculators keeps at the top level of its config (everything else lives in transformer_layer_config)
+_SPECULATORS_TOP = ("architectures", "draft_vocab_size", "target_hidden_size", "norm_before_residual",
+                    "norm_before_fc", "fc_norm", "norm_output", "embed_requires_grad",
+                    "eagle_aux_hidden_state_layer_ids", "speculators_model_type", "speculators_config",
+                    "speculators_version")
+
+
+def is_speculators_config(config: dict) -> bool:
+    return "speculators_model_type" in config or isinstance(config.get("transformer_layer_config"), dict)
+
+
+def flat_config(config: dict) -> dict:
+    """One flat dict of sizes and flags: a speculators config (`Eagle3SpeculatorConfig`: every size and
+    `rope_theta` inside `transformer_layer_config`, the EAGLE flags at the top) merged onto its layer
+    config; any other config as it is."""
+    if not is_speculators_config(config):
+        return config
+    tlc = config.get("transformer_layer_config")
+    out = dict(tlc) if isinstance(tlc, dict) else {}
+    for k in _SPECULATORS_TOP:
+        if k in config:
+            out[k] = config[k]
+    out.setdefault("speculators_model_type", config.get("speculators_model_type", "eagle3"))
+    return out
+
+
+_TORCH_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
+                 "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+
+def _bin_header(path: str) -> dict[str, TensorInfo]:
+    """Tensor names, dtypes and shapes of a `pytorch_model.bin` (torch.load, weights only, memory-mapped)."""
+    import torch
+
+    try:
+        try:
+            sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except (RuntimeError, TypeError):
+            sd = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a broken file
+        raise BadInput(f"{path} could not be read as a torch state dict ({str(err)[:160]})") from None
+    if not isinstance(sd, dict):
+        raise BadInput(f"{path} is not a state dict (it holds a {type(sd).__name__})")
+    return {str(k): TensorInfo(_TORCH_DTYPES.get(str(v.dtype).replace("torch.", ""), str(v.dtype)),
+                               tuple(v.shape), path) for k, v in sd.items() if isinstance(v, torch.Tensor)}
+
+
+def _weight_files(draft_dir: str) -> list[str]:
+    """The checkpoint's weight files: a sharded index (safetensors or .bin), else every file of one kind."""
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index_path = os.path.join(draft_dir, index_name)
+        if not os.path.exists(index_path):
+            continue
+        wm = _read_index(index_path).get("weight_map")
         if not isinstance(wm, dict) or not wm:
-            raise BadInput(f"{index_path} has no weight_map (expected a sharded safetensors index)")
+            raise BadInput(f"{index_path} has no weight_map (expected a sharded checkpoint index)")
         files = sorted({os.path.join(draft_dir, str(v)) for v in wm.values()})
         for p in files:
             if not os.path.exists(p):
                 raise BadInput(f"{index_path} names {os.path.basename(p)}, which is not in {draft_dir}")
-    else:
-        files = sorted(os.path.join(draft_dir, n) for n in os.listdir(draft_dir) if n.endswith(".safetensors"))
-        if not files:
-            other = [n for n in os.listdir(draft_dir) if n.endswith((".bin", ".pt", ".pth"))]
-            hint = f" (found {other[0]}; convert it to safetensors)" if other else ""
-            raise BadInput(f"{draft_dir} holds no .safetensors file{hint}")
+        return files
+    names = os.listdir(draft_dir)
+    for ext in (".safetensors", ".bin", ".pt", ".pth"):
+        files = sorted(os.path.join(draft_dir, n) for n in names if n.endswith(ext) and n != "training_args.bin")
+        if files:
+            return files
+    raise BadInput(f"{draft_dir} holds no weights (looked for .safetensors, pytorch_model.bin and their indexes)")
+
+
+def read_header(draft_dir: str) -> CheckpointHeader:
+    """config.json plus every tensor's dtype, shape and file, from headers only (no tensor data;
+    `.bin` weights are loaded memory-mapped with torch, weights only)."""
+    if not os.path.isdir(draft_dir):
+        raise BadInput(f"{draft_dir} is not a directory (expected the draft model's directory with config.json)")
+    config_path = os.path.join(draft_dir, "config.json")
+    config = read_config(config_path)
+    files = _weight_files(draft_dir)
     tensors: dict[str, TensorInfo] = {}
     for p in files:
-        for name, info in read_safetensors_header(p).items():
-            tensors[name] = info
+        part = read_safetensors_header(p) if p.endswith(".safetensors") else _bin_header(p)
+        tensors.update(part)
     return CheckpointHeader(config, tensors, draft_dir, config_path, files)
 
 
@@ -220,6 +277,8 @@ def _int_key(config: dict, key: str, where: str, what: str) -> int:
 
 def draft_sizes(config: dict, where: str = "the draft config") -> DraftSizes:
     """The sizes SGLang derives from a draft config; BadInput naming the key if one is missing."""
+    if is_speculators_config(config):
+        config, where = flat_config(config), f"{where} (transformer_layer_config)"
     h = _int_key(config, "hidden_size", where, "the draft's hidden size")
     nh = _int_key(config, "num_attention_heads", where, "the number of attention heads")
     nkv = _int_key(config, "num_key_value_heads", where, "the number of KV heads") if "num_key_value_heads" in config else nh
@@ -235,6 +294,7 @@ def draft_sizes(config: dict, where: str = "the draft config") -> DraftSizes:
 
 def expected_tensors(config: dict, *, target_hidden_size: int | None = None, num_aux: int = 3) -> dict[str, tuple[int, ...]]:
     """Name -> shape for every tensor SGLang's llama_eagle3 loads (embed_tokens is optional)."""
+    config = flat_config(config)
     s = draft_sizes(config)
     ht = target_hidden_size or config.get("target_hidden_size") or s.hidden
     h = s.hidden
@@ -289,79 +349,161 @@ def check_tensors(
     target_hidden_size: int | None = None,
     num_aux: int = 3,
     d2t_values: Sequence[int] | None = None,
+    loader: ServedLoader = SGLANG_0_5_6,
 ) -> list[CheckpointIssue]:
-    """Every way `tensors` differ from what SGLang loads for `config`, in words.
+    """Every way `tensors` and `config` differ from what the installed SGLang (`loader`) loads, in words.
 
-    `d2t_values` enables the d2t range check; when omitted and the d2t tensor's file is on this
-    machine, its values are read from there.
+    `d2t_values` enables the d2t range check; when omitted and the d2t tensor's safetensors file is on
+    this machine, its values are read from there.
     """
-    s = draft_sizes(config)
-    exp = expected_tensors(config, target_hidden_size=target_hidden_size, num_aux=num_aux)
-    ht = target_hidden_size or config.get("target_hidden_size") or s.hidden
-    issues: list[CheckpointIssue] = []
+    flat = flat_config(config)
+    s = draft_sizes(flat)
+    exp = expected_tensors(flat, target_hidden_size=target_hidden_size, num_aux=num_aux)
+    ht = target_hidden_size or flat.get("target_hidden_size") or s.hidden
     present = {_canonical(n): n for n in tensors}
-    for cname, name in sorted(present.items()):
-        info = tensors[name]
-        if cname in exp:
-            want = exp[cname]
-            if cname == "fc.weight" and len(info.shape) == 2 and info.shape[0] == want[0] and info.shape[1] != want[1]:
-                width = info.shape[1]
-                fits = f" (it fits {width // ht} aux states)" if width % ht == 0 else ""
-                issues.append(CheckpointIssue("fc-width", name, (
-                    f"fc.weight takes {width} inputs but the draft is fed {num_aux} aux states x target hidden "
-                    f"{ht} = {num_aux * ht}{fits}")))
-            elif info.shape != want:
-                issues.append(CheckpointIssue("shape", name, _shape_message(name, info.shape, want, s.hidden)))
-            continue
-        if cname in OPTIONAL:
-            continue
-        if cname.startswith(_IGNORED_NORM_PREFIXES):
-            flag = "norm_before_fc" if cname.startswith("input_norm.") else "fc_norm"
-            issues.append(CheckpointIssue("ignored-norm", name, (
-                f"{name} ({flag}) is a norm SGLang's llama_eagle3 does not apply: the draft was trained "
-                f"with it, SGLang feeds fc un-normed inputs")))
-            continue
-        if cname.startswith("layers.0.") and "midlayer." + cname[len("layers.0."):] in exp:
-            issues.append(CheckpointIssue("unknown", name, (
-                f"{name} is speculators/vLLM naming that SGLang's llama_eagle3 loader skips silently "
-                f"(it loads midlayer.{cname[len('layers.0.'):]}), leaving that weight random")))
-            continue
-        issues.append(CheckpointIssue("unknown", name, (
-            f"{name} is not a parameter of SGLang's llama_eagle3: the loader skips it silently")))
-    for cname in exp:
-        if cname in present:
-            continue
-        if cname == "d2t":
-            msg = (f"d2t is missing: with a draft vocabulary of {s.draft_vocab} (target {s.vocab}) SGLang would "
-                   f"read draft ids as target ids")
-            if s.draft_vocab == s.vocab:
-                continue
-        else:
-            alt = "layers.0." + cname[len("midlayer."):] if cname.startswith("midlayer.") else None
-            if alt and (alt in present):
-                msg = f"{cname} is missing (the checkpoint has {alt} instead, which SGLang does not load)"
-            else:
-                msg = f"{cname} is missing: SGLang leaves it at its random initial value"
-        issues.append(CheckpointIssue("missing", cname, msg))
-    for key, flag in (("norm_before_fc", "input_norm"), ("fc_norm", "fc_norm")):
-        if config.get(key) and not any(c.startswith(flag + ".") for c in present):
-            issues.append(CheckpointIssue("ignored-norm", f"config:{key}", (
-                f"the draft config sets {key}, which SGLang's llama_eagle3 ignores")))
-    if config.get("norm_before_residual"):
-        issues.append(CheckpointIssue("ignored-norm", "config:norm_before_residual", (
-            "the draft config sets norm_before_residual, which SGLang's llama_eagle3 ignores "
-            "(it always adds the residual before hidden_norm)")))
+    issues = [i for cname, name in sorted(present.items())
+              if (i := _tensor_issue(cname, name, tensors[name], exp, ht, num_aux, s.hidden)) is not None]
+    issues.extend(_missing_issues(exp, present, s))
+    issues.extend(_norm_flag_issues(flat, present, loader))
+    issues.extend(_loader_issues(config, flat, present, s, ht, loader))
     d2t_name = present.get("d2t")
     if d2t_name is not None and "d2t" in exp:
         issues.extend(_check_d2t(tensors[d2t_name], s, d2t_values))
     return issues
 
 
+def _tensor_issue(cname: str, name: str, info: TensorInfo, exp: dict[str, tuple[int, ...]], ht: int,
+                  num_aux: int, hidden: int) -> CheckpointIssue | None:
+    """What SGLang makes of one checkpoint tensor (None: it loads it as it is)."""
+    if cname in exp:
+        want = exp[cname]
+        if cname == "fc.weight" and len(info.shape) == 2 and info.shape[0] == want[0] and info.shape[1] != want[1]:
+            width = info.shape[1]
+            fits = f" (it fits {width // ht} aux states)" if width % ht == 0 else ""
+            return CheckpointIssue("fc-width", name, (
+                f"fc.weight takes {width} inputs but the draft is fed {num_aux} aux states x target hidden "
+                f"{ht} = {num_aux * ht}{fits}"))
+        if info.shape != want:
+            return CheckpointIssue("shape", name, _shape_message(name, info.shape, want, hidden))
+        return None
+    if cname in OPTIONAL:
+        return None
+    if cname.startswith(_IGNORED_NORM_PREFIXES):
+        flag = "norm_before_fc" if cname.startswith("input_norm.") else "fc_norm"
+        return CheckpointIssue("ignored-norm", name, (
+            f"{name} ({flag}) is a norm SGLang's llama_eagle3 does not apply: the draft was trained "
+            f"with it, SGLang feeds fc un-normed inputs"))
+    if cname.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")):
+        return CheckpointIssue("ignored-norm", name, (
+            f"{name} is a Qwen3 q/k norm; SGLang's llama_eagle3 runs Llama attention without it"))
+    if cname.startswith("layers.0.") and "midlayer." + cname[len("layers.0."):] in exp:
+        return CheckpointIssue("unknown", name, (
+            f"{name} is speculators/vLLM naming that SGLang's llama_eagle3 loader skips silently "
+            f"(it loads midlayer.{cname[len('layers.0.'):]}), leaving that weight random"))
+    return CheckpointIssue("unknown", name, (
+        f"{name} is not a parameter of SGLang's llama_eagle3: the loader skips it silently"))
+
+
+def _missing_issues(exp: dict[str, tuple[int, ...]], present: dict[str, str], s: DraftSizes) -> list[CheckpointIssue]:
+    out = []
+    for cname in exp:
+        if cname in present:
+            continue
+        if cname == "d2t":
+            if s.draft_vocab == s.vocab:
+                continue
+            msg = (f"d2t is missing: with a draft vocabulary of {s.draft_vocab} (target {s.vocab}) SGLang would "
+                   f"read draft ids as target ids")
+        else:
+            alt = "layers.0." + cname[len("midlayer."):] if cname.startswith("midlayer.") else None
+            if alt and (alt in present):
+                msg = f"{cname} is missing (the checkpoint has {alt} instead, which SGLang does not load)"
+            else:
+                msg = f"{cname} is missing: SGLang leaves it at its random initial value"
+        out.append(CheckpointIssue("missing", cname, msg))
+    return out
+
+
+def _norm_flag_issues(flat: dict, present: dict[str, str], loader: ServedLoader) -> list[CheckpointIssue]:
+    """Config flags that change the trained forward, against what the loader applies."""
+    out = []
+    for key, flag, op in (("norm_before_fc", "input_norm", "input_norm"), ("fc_norm", "fc_norm", "fc_norm")):
+        if flat.get(key) and not any(c.startswith(flag + ".") for c in present) and op not in loader.applies:
+            out.append(CheckpointIssue("ignored-norm", f"config:{key}", (
+                f"the draft config sets {key}, which SGLang's llama_eagle3 ignores")))
+    if flat.get("norm_before_residual") and "norm_before_residual" not in loader.applies:
+        out.append(CheckpointIssue("ignored-norm", "config:norm_before_residual", (
+            "the draft config sets norm_before_residual, which SGLang's llama_eagle3 ignores "
+            "(it always adds the residual before hidden_norm)")))
+    spec = is_speculators_config(flat)
+    if spec and flat.get("norm_output") and "norm_output" not in loader.applies:
+        out.append(CheckpointIssue("ignored-norm", "config:norm_output", (
+            f"the draft config sets norm_output (speculators: each step feeds the normed state to the next); "
+            f"{loader.name} feeds the pre-norm state")))
+    if not spec and flat.get("norm_output") is False:
+        out.append(CheckpointIssue("ignored-norm", "config:norm_output", (
+            "the draft config sets norm_output false (SpecForge: no norm before lm_head in training); "
+            "SGLang always applies the final norm before lm_head")))
+    return out
+
+
+def _loader_issues(config: dict, flat: dict, present: dict[str, str], s: DraftSizes, ht: int,
+                   loader: ServedLoader) -> list[CheckpointIssue]:
+    """Whether the installed SGLang can load this draft at all, and what it replaces."""
+    out = _architecture_issues(config, loader)
+    layers = flat.get("num_hidden_layers")
+    if isinstance(layers, int) and layers != 1 and not loader.multi_layer:
+        out.append(CheckpointIssue("layers", "config:num_hidden_layers", (
+            f"the draft has {layers} decoder layers; {loader.name}'s llama_eagle3 builds exactly one "
+            f"(it refuses num_hidden_layers != 1)")))
+    ec = flat.get("eagle_config")
+    if isinstance(ec, dict) and ec.get("use_aux_hidden_state") is False:
+        out.append(CheckpointIssue("aux-config", "config:eagle_config.use_aux_hidden_state", (
+            "eagle_config.use_aux_hidden_state is false: SGLang then captures no aux states and feeds the "
+            "draft the target's last hidden state, not what its fc was trained on")))
+    ids = ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None
+    if loader.num_aux is not None and isinstance(ids, list) and ids and len(ids) != loader.num_aux:
+        out.append(CheckpointIssue("aux-config", "config:eagle_config.eagle_aux_hidden_state_layer_ids", (
+            f"the draft config names {len(ids)} aux layers but {loader.name} builds fc for "
+            f"{loader.num_aux} x target hidden whatever the config lists")))
+    replaced = loader.replaces_embedding and ht == s.hidden
+    if "embed_tokens.weight" in present and replaced and flat.get("embed_requires_grad"):
+        out.append(CheckpointIssue("embedding", "embed_tokens.weight", (
+            "embed_tokens.weight was trained (embed_requires_grad) but SGLang replaces it with the target's "
+            "embedding: the served draft is not the trained one")))
+    if "embed_tokens.weight" not in present and not replaced:
+        out.append(CheckpointIssue("embedding", "embed_tokens.weight", (
+            f"target_hidden_size {ht} differs from hidden_size {s.hidden}, so SGLang keeps the draft's own "
+            f"embedding, but the checkpoint has no embed_tokens.weight: it stays random")))
+    if isinstance(flat.get("rope_parameters"), dict) and "rope_theta" not in flat and not loader.reads_rope_parameters:
+        out.append(CheckpointIssue("aux-config", "config:rope_parameters", (
+            f"the draft config has rope_parameters (transformers 5) but no rope_theta / rope_scaling, which is "
+            f"what {loader.name} reads: it runs the draft with theta 10000 and no scaling")))
+    return out
+
+
+def _architecture_issues(config: dict, loader: ServedLoader) -> list[CheckpointIssue]:
+    arch = config.get("architectures")
+    first = arch[0] if isinstance(arch, list) and arch else None
+    if first in loader.architectures:
+        return []
+    if is_speculators_config(config):
+        return [CheckpointIssue("architecture", "config:architectures", (
+            f"a speculators-format draft (architectures {first}): {loader.name} cannot load it. To convert: copy "
+            f"transformer_layer_config's keys (sizes, rope_theta) to the top level, set architectures "
+            f"[\"LlamaForCausalLMEagle3\"], rename layers.0.* to midlayer.*, and put the aux ids under "
+            f"eagle_config.eagle_aux_hidden_state_layer_ids in SGLang counting (vLLM id - 1)"))]
+    what = f"architectures {first}" if first else "no architectures"
+    return [CheckpointIssue("architecture", "config:architectures", (
+        f"the draft config has {what}; SGLang loads EAGLE-3 drafts only as {loader.architectures[0]} "
+        f"(set architectures to [\"{loader.architectures[0]}\"])"))]
+
+
 def _check_d2t(info: TensorInfo, s: DraftSizes, values: Sequence[int] | None) -> list[CheckpointIssue]:
     if info.dtype not in ("I64", "I32", "I16", "I8", "U8"):
         return [CheckpointIssue("d2t-range", "d2t", f"d2t is {info.dtype}; SGLang adds it to draft ids, so it must be an integer tensor")]
     if values is None:
-        if not os.path.exists(info.file):
+        if not os.path.exists(info.file) or not info.file.endswith(".safetensors"):
             return []
         values = read_int_tensor(info)
     bad = [(i, i + v) for i, v in enumerate(values) if not 0 <= i + v < s.vocab]
