@@ -18,9 +18,9 @@ from eagle3_tui.sglang.logline import (
     parse_line,
 )
 from eagle3_tui.sim.engine import plan_capture
+from eagle3_tui.sim.flags import build_parser, effective_args
 from eagle3_tui.sim.logfmt import DecodeStats as SimDecodeStats
 from eagle3_tui.sim.logfmt import decode_message, prefill_message
-from eagle3_tui.sim.server import build_parser, effective_args
 
 PROMPTS = [
     "def dedent(text):\n",

@@ -7,7 +7,7 @@ of layer k) so the world can capture any wiring and the sim server can capture w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -85,7 +85,7 @@ class TargetModel(nn.Module):
             mask[:, start:] = torch.tril(mask[:, start:])
         boundaries = [x]
         caches: list[KVCache] = []
-        for i, layer in enumerate(self.model.layers):
+        for i, layer in enumerate(cast("list[_Layer]", self.model.layers)):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
             cache = past[i].extended(k, v) if past else KVCache(k, v)
             if return_cache:

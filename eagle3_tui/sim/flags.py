@@ -1,0 +1,172 @@
+"""The sim server's command line: SGLang's launch flags and the rules SGLang 0.5.6 applies to them.
+
+`build_parser` takes SGLang's flags (plus a few `--sim-*` ones); `effective_args` applies
+`ServerArgs._handle_speculative_decoding` (topk 1 forces draft tokens = steps + 1; auto-choice only
+when steps, topk and draft tokens are all unset) and returns the effective args that `/server_info`
+reports, with the warnings SGLang would log. Pure: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle3_tui.sim.logfmt import STYLE_ALIASES, STYLES
+
+SGLANG_VERSION = "0.5.6"
+DESCRIPTION = "A simulated SGLang server: SGLang's flags, log format and HTTP API over the demo world's tiny models."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m eagle3_tui.sim.server", description=DESCRIPTION)
+    p.add_argument("--model-path", "--model", dest="model_path", required=True)
+    p.add_argument("--tokenizer-path", default=None)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument(
+        "--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"], default=None
+    )
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    p.add_argument("--speculative-token-map", default=None)
+    p.add_argument("--decode-log-interval", type=int, default=40)
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
+    p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--max-running-requests", type=int, default=None)
+    p.add_argument("--mem-fraction-static", type=float, default=None)
+    p.add_argument("--context-length", type=int, default=None)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    p.add_argument("--attention-backend", default=None)
+    p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--chunked-prefill-size", type=int, default=None)
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--random-seed", type=int, default=None)
+    p.add_argument(
+        "--sim-embed-capture-patch", action="store_true", help="the seeds' patch: layer id -1 = embedding"
+    )
+    p.add_argument("--sim-background-load", type=int, default=0, metavar="N", help="keep N requests running")
+    p.add_argument("--sim-log-style", default="0.5.6", choices=[*STYLES, *STYLE_ALIASES])
+    p.add_argument("--sim-bg-max-new-tokens", type=int, default=96, help=argparse.SUPPRESS)
+    return p
+
+
+@dataclass
+class ServerArgs:
+    """The effective server args (after SGLang's adjustments), as /server_info reports them."""
+
+    model_path: str
+    tokenizer_path: str
+    served_model_name: str
+    host: str
+    port: int
+    speculative_algorithm: str | None
+    speculative_draft_model_path: str | None
+    speculative_num_steps: int | None
+    speculative_eagle_topk: int | None
+    speculative_num_draft_tokens: int | None
+    speculative_token_map: str | None
+    decode_log_interval: int
+    tp_size: int
+    dp_size: int
+    enable_metrics: bool
+    max_running_requests: int | None
+    mem_fraction_static: float | None
+    context_length: int | None
+    dtype: str
+    page_size: int
+    chunked_prefill_size: int | None
+    log_level: str
+    random_seed: int
+    device: str = "cpu"
+    disable_cuda_graph: bool = True
+    skip_server_warmup: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def effective_args(ns: argparse.Namespace, target_arch: str) -> ServerArgs:
+    """Apply `ServerArgs._handle_speculative_decoding` (SGLang 0.5.6)."""
+    warnings: list[str] = []
+    algo = ns.speculative_algorithm
+    if algo == "NEXTN":
+        algo = "EAGLE"
+    steps, topk, draft_tokens = (
+        ns.speculative_num_steps,
+        ns.speculative_eagle_topk,
+        ns.speculative_num_draft_tokens,
+    )
+    max_running = ns.max_running_requests
+    if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
+        if max_running is None:
+            max_running = 48
+            warnings.append(
+                "Max running requests is reset to 48 for speculative decoding. You can override this by "
+                "explicitly setting --max-running-requests."
+            )
+        warnings.append(
+            "Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding."
+        )
+        if steps is None:
+            if topk is not None or draft_tokens is not None:
+                raise AssertionError(
+                    "speculative_eagle_topk and speculative_num_draft_tokens must be unset when "
+                    "speculative_num_steps is unset (auto-choice)"
+                )
+            if algo == "STANDALONE":
+                steps, topk, draft_tokens = 3, 1, 4
+            else:
+                steps, topk, draft_tokens = 5, 4, 8  # LlamaForCausalLM and every other arch at 0.5.6
+        if topk is None or draft_tokens is None:
+            raise AssertionError(
+                "speculative_eagle_topk and speculative_num_draft_tokens must be set with speculative_num_steps"
+            )
+        if topk == 1 and draft_tokens != steps + 1:
+            warnings.append(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            )
+            draft_tokens = steps + 1
+        if ns.speculative_token_map and algo == "EAGLE3":
+            warnings.append(
+                "Speculative token map specified, but EAGLE3 models already have this. Ignoring the specified token map."
+            )
+    return ServerArgs(
+        model_path=ns.model_path,
+        tokenizer_path=ns.tokenizer_path or ns.model_path,
+        served_model_name=ns.served_model_name or ns.model_path,
+        host=ns.host,
+        port=ns.port,
+        speculative_algorithm=algo,
+        speculative_draft_model_path=ns.speculative_draft_model_path,
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft_tokens,
+        speculative_token_map=ns.speculative_token_map,
+        decode_log_interval=ns.decode_log_interval,
+        tp_size=ns.tp_size,
+        dp_size=ns.dp_size,
+        enable_metrics=ns.enable_metrics,
+        max_running_requests=max_running,
+        mem_fraction_static=ns.mem_fraction_static,
+        context_length=ns.context_length,
+        dtype=ns.dtype,
+        page_size=ns.page_size,
+        chunked_prefill_size=ns.chunked_prefill_size,
+        log_level=ns.log_level,
+        random_seed=ns.random_seed if ns.random_seed is not None else 0,
+        warnings=warnings,
+    )
+
+
+def args_dict(args: ServerArgs) -> dict[str, Any]:
+    d = dataclasses.asdict(args)
+    d.pop("warnings")
+    return d
+
