@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.sim.prompts import demo_prompts
 from eagle3_tui.sim.world import ensure_world
 
@@ -60,8 +59,8 @@ def run(world, name: str, extra: list[str], prompts: list[str], tokens: int, wor
             out["tok_s"] = round(done / (time.monotonic() - t), 1)
             out["accept_len"] = round(done / verifies, 3) if verifies else None
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
+        stop_group(proc.pid, grace=15)
+        proc.wait(5)
     return out
 
 
