@@ -75,7 +75,7 @@ async def _story(session: Session, world, *, full: bool) -> None:
         assert o.log_path == session.profile.log_path  # what the server's stdout points to in /proc
         assert (o.steps, o.draft_tokens) == (1, 2)
         # the relaunch environment came from /proc/<pid>/environ, whitelisted
-        assert other._spec.env.get("SGLANG_E2E_MARK") == "kept" and "E2E_NOT_KEPT" not in other._spec.env
+        assert other.spec.env.get("SGLANG_E2E_MARK") == "kept" and "E2E_NOT_KEPT" not in other.spec.env
     finally:
         await other.close()
 
@@ -153,7 +153,7 @@ async def _story(session: Session, world, *, full: bool) -> None:
         out = await asyncio.to_thread(_cli, session, world, "rollback", "--yes")
         assert "ready" in out and "server: ready" in out.splitlines()[-1]
         await session.refresh_servers()
-        await session._read_launch_facts()
+        await session.read_launch_facts()
     else:
         await session.rollback()
     assert session.server.state == "ready" and session.server.layer_ids is None

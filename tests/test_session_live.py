@@ -57,7 +57,8 @@ async def test_log_into_telemetry_across_a_dropped_connection(sshd, ssh_host, tm
                 f.write(decode(i, 1.5 + i / 10))
         await wait_until(lambda: session.telemetry.decode_lines == 3)
         assert session.telemetry.series["accept_len"].values() == pytest.approx([1.5, 1.6, 1.7])
-        assert any(isinstance(e, StatsUpdated) for e in events)
+        # listeners hear the stats batched (at most 10 batches a second), so shortly after the telemetry
+        await wait_until(lambda: any(isinstance(e, StatsUpdated) for e in events), timeout=2.0)
 
         sshd.kill_connection(ssh_host.local_port)
         await wait_until(lambda: any(isinstance(e, ConnectionChanged) and e.conn.kind == "reconnecting"
@@ -75,7 +76,7 @@ async def test_log_into_telemetry_across_a_dropped_connection(sshd, ssh_host, tm
         with log.open("a") as f:
             f.write("[2025-12-09 10:01:00] Scheduler hit an exception: Traceback (most recent call last):\n"
                     '  File "scheduler.py", line 1, in event_loop\nRuntimeError: CUDA error: illegal memory access\n')
-        session._set_server(state="ready")  # as if attached to a running server
+        session.views.set_server(state="ready")  # as if attached to a running server
         await wait_until(lambda: any(isinstance(e, Notice) and "illegal memory access" in e.message for e in events))
     finally:
         await session.close()
@@ -120,8 +121,8 @@ async def test_restart_spares_a_shell_in_the_servers_group(tmp_path, data_dir):
     try:
         await wait_until(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text().strip())
         child = int((tmp_path / "child.pid").read_text())
-        session._set_server(pid=child, pgid=shell.pid)
-        await session._stop_current(time.monotonic())
+        session.views.set_server(pid=child, pgid=shell.pid)
+        await session.restarter.stop_current(time.monotonic())
         pids = {p.pid for p in await host.processes()}
         assert child not in pids, "the server process is stopped"
         assert shell.poll() is None, "the shell sharing its group is not"

@@ -143,7 +143,7 @@ async def test_embed_capture_found_in_the_servers_sglang_source(tmp_path, source
 
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.local import LocalHost
-    from eagle3_tui.session.facts import embed_capture_support
+    from eagle3_tui.session.probe import embed_capture_support
 
     models = tmp_path / "site" / "sglang" / "srt" / "models"
     models.mkdir(parents=True)

@@ -2,7 +2,8 @@
 
 Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
 check's plain files to the host over SSH, runs them there next to the data, and streams the
-results back (eagle3_tui/session/checkjob.py). Paths are the host's.
+results back (a `Session` connected with the profile's SSH settings runs
+eagle3_tui/session/checkjob.py). Paths are the host's.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+
+if TYPE_CHECKING:
+    from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.profile import Profile
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -63,12 +69,19 @@ def _slots(text: str | None) -> list[int] | None:
         raise UserError(f"--data-slots: {err}") from None
 
 
-def run(args: argparse.Namespace) -> int:
-    profile = None
-    if args.host or args.local or args.profile:
-        from eagle3_tui.profile import load_profile
+def _profile(args: argparse.Namespace) -> Profile | None:
+    if not (args.host or args.local or args.profile):
+        return None
+    from eagle3_tui.profile import load_profile
 
-        profile = load_profile(args.host, args.profile, local=args.local or (args.host is None))
+    overrides: dict[str, object] = {"remote_python": args.remote_python}
+    if args.accept_new_host_key:
+        overrides["accept_new_host_key"] = True
+    return load_profile(args.host, args.profile, overrides, local=args.local or (args.host is None))
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = _profile(args)
     draft = args.draft or (profile.draft_path if profile else None)
     data = args.data or (profile.data_glob if profile else None)
     target = args.target or (profile.target_path if profile else None)
@@ -88,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if profile is not None and not profile.local:
         import asyncio
 
-        report = asyncio.run(_remote(profile, args, draft, data, options, show))
+        report = asyncio.run(_remote(profile, draft, data, options, show))
     else:
         from eagle3_tui.eagle.accuracy import CheckOptions, run_check
 
@@ -102,18 +115,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _remote(profile: Any, args: argparse.Namespace, draft: str, data: str, options: dict, show: Any) -> Any:
-    from eagle3_tui.remote.ssh import SSHHost
-    from eagle3_tui.session.checkjob import run_check
+async def _remote(profile: Profile, draft: str, data: str, options: dict[str, Any], show: _Progress) -> CheckReport:
+    """The check on the profile's host, through the same Session (and SSH settings) the console uses."""
+    from eagle3_tui.session import Session
 
-    python = args.remote_python or profile.remote_python or "python3"
-    host = SSHHost(profile.target, accept_new_host_key=args.accept_new_host_key or profile.accept_new_host_key,
-                   python=python)
+    session = Session(profile)
     try:
-        await host.connect()
-        return await run_check(host, draft_dir=draft, data_glob=data, python=python, on_event=show, **options)
+        await session.connect()
+        python = profile.remote_python or session.host.python
+        return await session.run_check(draft_dir=draft, data_glob=data, python=python, on_event=show,
+                                       record=False, **options)
     finally:
-        await host.close()
+        await session.close()
 
 
 class _Progress:
@@ -123,7 +136,7 @@ class _Progress:
         self.enabled = enabled
         self.shown = False
 
-    def __call__(self, event: dict) -> None:
+    def __call__(self, event: Mapping[str, Any]) -> None:
         if not self.enabled:
             return
         kind = event.get("event")
@@ -150,7 +163,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def format_report(report: Any) -> str:
+def format_report(report: CheckReport) -> str:
     """The side-by-side table, the norm probe, the checkpoint findings and notes, as plain text."""
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, summarize
     from eagle3_tui.eagle.wiring import format_boundaries

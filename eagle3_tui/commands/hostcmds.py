@@ -218,7 +218,7 @@ async def _bench(session: Any, args: argparse.Namespace) -> int:
     r = await session.benchmark(baseline=args.baseline, prompts=prompts, num_prompts=args.num_prompts,
                                 concurrency=args.concurrency, max_tokens=args.max_tokens)
     if args.json:
-        print(json.dumps(session._bench_results(r), indent=2, default=str))
+        print(json.dumps(session.bench_results(r), indent=2, default=str))
         return 0
     print(_server_line(session))
     print(format_bench(r, session.telemetry.baseline_tps))

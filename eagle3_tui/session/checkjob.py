@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
 
 # the files accuracy.py needs beside it (each imports its siblings as plain modules there)
-SCRIPT_FILES: tuple[str, ...] = ("accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py")
+SCRIPT_FILES: tuple[str, ...] = (
+    "accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py",
+)
 _EAGLE_DIR = Path(__file__).resolve().parent.parent / "eagle"
 
 _MKTEMP = "import tempfile; print(tempfile.mkdtemp(prefix='eagle3-check-'))"
@@ -34,10 +37,10 @@ _PRECHECK = (
     "print('MISSING ' + '; '.join(missing) if missing else 'OK ' + sys.version.split()[0])\n"
 )
 
-EventHandler = Callable[[dict], Any]
+EventHandler = Callable[["CheckEvent"], object]
 
 
-class CheckEvent(dict):
+class CheckEvent(dict[str, Any]):
     """A JSON-lines event; keys read as attributes too (`ev.done`, `ev.eta_s`), None when absent."""
 
     def __getattr__(self, name: str) -> Any:
@@ -87,6 +90,75 @@ def check_argv(
     return argv
 
 
+def _with_profile_names(options: dict[str, Any]) -> dict[str, Any]:
+    """The profile's names: slot_boundaries (the data's slot boundaries), target_path (the target model dir)."""
+    out = dict(options)
+    for alias, name in (("slot_boundaries", "data_slots"), ("target_path", "target")):
+        if alias in out:
+            value = out.pop(alias)
+            if out.get(name) is None:
+                out[name] = value
+    return out
+
+
+async def _precheck(host: Host, py: str) -> None:
+    """The host's Python runs and imports torch and safetensors, or a sentence says why not."""
+    pre = await host.run([py, "-c", _PRECHECK], timeout=120)
+    if pre.exit_code != 0 or not pre.stdout.startswith(("OK", "MISSING")):
+        why = (pre.stderr or pre.stdout).strip().splitlines()[-1:] or [f"exit {pre.exit_code}"]
+        raise UserError(f"{py} on {host.name} cannot run the check: {why[0]}")
+    if pre.stdout.startswith("MISSING"):
+        raise UserError(f"{py} on {host.name} cannot import {pre.stdout[8:].strip()}: the check needs torch "
+                        f"and safetensors (give --remote-python with both installed)")
+
+
+async def _make_temp(host: Host, py: str) -> str:
+    made = await host.run([py, "-c", _MKTEMP], timeout=60)
+    tmp = made.stdout.strip()
+    if made.exit_code != 0 or not tmp.startswith("/"):
+        raise UserError(f"could not make a temp directory on {host.name}: {(made.stderr or made.stdout).strip()}")
+    return tmp
+
+
+class _Outcome:
+    """What the script's JSON lines said: the report, the error, the non-JSON lines (the last 20)."""
+
+    def __init__(self, on_event: EventHandler | None) -> None:
+        self.on_event = on_event
+        self.report: CheckReport | None = None
+        self.error: dict[str, Any] | None = None
+        self.stray: list[str] = []
+
+    def line(self, line: str) -> None:
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            self.stray = [*self.stray[-19:], line]
+            return
+        if not isinstance(raw, dict):
+            return
+        event = CheckEvent(raw)
+        if self.on_event is not None:
+            self.on_event(event)
+        kind = event.get("event")
+        if kind == "done":
+            self.report = CheckReport.from_dict(event["report"])
+        elif kind == "error":
+            self.error = event
+
+    def result(self, host: Host, exit_code: int | None, stderr: str) -> CheckReport:
+        if self.error is not None:
+            msg = str(self.error.get("message", "unknown error"))
+            if self.error.get("kind") == "input":
+                raise UserError(msg)
+            raise UserError(f"the check failed on {host.name}: {msg}")
+        if self.report is None:
+            tail = (stderr.strip().splitlines() or self.stray or [""])[-1]
+            raise UserError(f"the check on {host.name} ended without a result (exit {exit_code})"
+                            + (f": {tail}" if tail else ""))
+        return self.report
+
+
 async def run_check(
     host: Host,
     *,
@@ -103,59 +175,51 @@ async def run_check(
     one-sentence message in a `UserError`.
     """
     py = python or host.python
-    # the profile's names: slot_boundaries (the data's slot boundaries), target_path (the target model dir)
-    for alias, name in (("slot_boundaries", "data_slots"), ("target_path", "target")):
-        if alias in options:
-            value = options.pop(alias)
-            if options.get(name) is None:
-                options[name] = value
-    pre = await host.run([py, "-c", _PRECHECK], timeout=120)
-    if pre.exit_code != 0 or not pre.stdout.startswith(("OK", "MISSING")):
-        why = (pre.stderr or pre.stdout).strip().splitlines()[-1:] or [f"exit {pre.exit_code}"]
-        raise UserError(f"{py} on {host.name} cannot run the check: {why[0]}")
-    if pre.stdout.startswith("MISSING"):
-        raise UserError(f"{py} on {host.name} cannot import {pre.stdout[8:].strip()}: the check needs torch "
-                        f"and safetensors (give --remote-python with both installed)")
-    made = await host.run([py, "-c", _MKTEMP], timeout=60)
-    tmp = made.stdout.strip()
-    if made.exit_code != 0 or not tmp.startswith("/"):
-        raise UserError(f"could not make a temp directory on {host.name}: {(made.stderr or made.stdout).strip()}")
-    report: CheckReport | None = None
-    error: dict | None = None
+    options = _with_profile_names(options)
+    await _precheck(host, py)
+    tmp = await _make_temp(host, py)
     try:
         for name, data in script_sources().items():
             await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
         argv = check_argv(py, tmp, draft_dir=draft_dir, data_glob=data_glob, **options)
-        stray: list[str] = []
+        outcome = _Outcome(on_event)
         async with host.stream(argv, cwd=tmp) as lines:
             async for line in lines:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    stray = [*stray[-19:], line]
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                event = CheckEvent(event)
-                if on_event is not None:
-                    on_event(event)
-                kind = event.get("event")
-                if kind == "done":
-                    report = CheckReport.from_dict(event["report"])
-                elif kind == "error":
-                    error = event
-        if error is not None:
-            msg = str(error.get("message", "unknown error"))
-            if error.get("kind") == "input":
-                raise UserError(msg)
-            raise UserError(f"the check failed on {host.name}: {msg}")
-        if report is None:
-            tail = (lines.stderr.strip().splitlines() or stray or [""])[-1]
-            raise UserError(f"the check on {host.name} ended without a result (exit {lines.exit_code})"
-                            + (f": {tail}" if tail else ""))
-        return report
+                outcome.line(line)
+        return outcome.result(host, lines.exit_code, lines.stderr)
     finally:
         await _remove(host, tmp)
+
+
+@dataclass(frozen=True)
+class CheckDefaults:
+    """What the session knows that a check run should use unless the caller says otherwise."""
+
+    draft_dir: str | None = None
+    data_glob: str | None = None
+    data_slots: tuple[int, ...] | None = None
+    steps: int | None = None
+    """The served steps, so the predicted accept length is for the flags being served."""
+    num_layers: int | None = None
+    target: str | None = None
+    python: str | None = None
+
+
+def check_request(opts: dict[str, Any], defaults: CheckDefaults) -> tuple[str, str, dict[str, Any]]:
+    """(draft dir, data glob, the other options): the caller's, filled from `defaults`."""
+    opts = dict(opts)
+    draft = opts.pop("draft_dir", None) or defaults.draft_dir
+    data_glob = opts.pop("data_glob", None) or defaults.data_glob
+    if not draft or not data_glob:
+        raise UserError("the check needs the draft dir and the data glob (set draft_path and data_glob in the profile)")
+    if defaults.data_slots and "slot_boundaries" not in opts and "data_slots" not in opts:
+        opts["data_slots"] = defaults.data_slots
+    filled = {"steps": defaults.steps, "num_layers": defaults.num_layers, "target": defaults.target,
+              "python": defaults.python}
+    for key, value in filled.items():
+        if value and key not in opts:
+            opts[key] = value
+    return draft, data_glob, opts
 
 
 async def _remove(host: Host, path: str) -> None:

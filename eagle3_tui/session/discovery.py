@@ -9,14 +9,20 @@ secret are kept for the relaunch but never shown (`redact_env`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
+
+if TYPE_CHECKING:
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.remote.host import Host, ProcessInfo
 
 RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH"})
 RELAUNCH_ENV_PREFIXES = ("SGLANG_", "NCCL_", "HF_")
@@ -127,9 +133,9 @@ class ServerProcess:
         return f"pid {self.pid} port {self.port} ({self.kind})"
 
 
-def group_servers(procs: Sequence[Any]) -> list[Any]:
+def group_servers(procs: Sequence[ProcessInfo]) -> list[ProcessInfo]:
     """Pick one process per process group among those running a launch command (the oldest)."""
-    groups: dict[int, Any] = {}
+    groups: dict[int, ProcessInfo] = {}
     for p in procs:
         try:
             if not is_launch_command(p.argv):
@@ -142,7 +148,7 @@ def group_servers(procs: Sequence[Any]) -> list[Any]:
     return sorted(groups.values(), key=lambda p: p.pid)
 
 
-async def _read_environ(host: Any, pid: int) -> dict[str, str]:
+async def _read_environ(host: Host, pid: int) -> dict[str, str]:
     try:
         data = await host.read_bytes(f"/proc/{pid}/environ")
     except Exception:  # gone, or another user's server: relaunch with the login environment
@@ -150,7 +156,7 @@ async def _read_environ(host: Any, pid: int) -> dict[str, str]:
     return relaunch_env(parse_environ(data))
 
 
-async def _stdout_target(host: Any, pid: int) -> str | None:
+async def _stdout_target(host: Host, pid: int) -> str | None:
     try:
         res = await host.run(["readlink", f"/proc/{pid}/fd/1"], timeout=10)
     except Exception:
@@ -160,7 +166,7 @@ async def _stdout_target(host: Any, pid: int) -> str | None:
     return log_path_from_fd_target(res.stdout)
 
 
-async def _cwd(host: Any, pid: int) -> str | None:
+async def _cwd(host: Host, pid: int) -> str | None:
     try:
         res = await host.run(["readlink", f"/proc/{pid}/cwd"], timeout=10)
     except Exception:
@@ -169,7 +175,7 @@ async def _cwd(host: Any, pid: int) -> str | None:
     return out if res.exit_code == 0 and out.startswith("/") else None
 
 
-async def discover_servers(host: Any, *, log_path: str | None = None) -> list[ServerProcess]:
+async def discover_servers(host: Host, *, log_path: str | None = None) -> list[ServerProcess]:
     """All servers on the host, oldest pid first. `log_path` (the profile's) wins over /proc."""
     procs = await host.processes()
     out: list[ServerProcess] = []
@@ -178,14 +184,14 @@ async def discover_servers(host: Any, *, log_path: str | None = None) -> list[Se
             args = parse_launch(p.argv)
         except Exception:
             continue
-        cwd = getattr(p, "cwd", None) or await _cwd(host, p.pid)
+        cwd = p.cwd or await _cwd(host, p.pid)
         env = await _read_environ(host, p.pid)
         log = log_path or await _stdout_target(host, p.pid)
         out.append(
             ServerProcess(
                 pid=p.pid,
                 pgid=p.pgid,
-                start_time=getattr(p, "start_time", None),
+                start_time=p.start_time,
                 argv=tuple(p.argv),
                 cwd=cwd,
                 env=env,
@@ -205,3 +211,38 @@ def rotated_name(path: str, stamp: str) -> str:
 def default_log_path(port: int) -> str:
     """Where a relaunch logs when the server's stdout was not a file (a tmux pane, a pipe)."""
     return str(Path("/tmp") / f"eagle3-tui-sglang-{port}.log")
+
+
+def wanted_port(profile: Profile) -> int | None:
+    """The profile's port, else the port of its launch command: that server or none."""
+    if profile.port is not None:
+        return profile.port
+    if profile.launch_command:
+        with contextlib.suppress(UserError):
+            return parse_launch(profile.launch_command).port or DEFAULT_PORT
+    return None
+
+
+def pick_server(servers: Sequence[ServerProcess], want: int | None) -> ServerProcess | None:
+    """The server on the wanted port, else the only one; None when there is none or several."""
+    if want is not None:
+        return next((s for s in servers if s.port == want), None)
+    return servers[0] if len(servers) == 1 else None
+
+
+def spec_from_profile(profile: Profile) -> LaunchSpec | None:
+    """The profile's launch command as a launch (logging to the default log when it names none)."""
+    cmd = profile.launch_command
+    if not cmd:
+        return None
+    spec = LaunchSpec.from_argv(cmd, cwd=profile.launch_cwd, env=profile.launch_env, log_path=profile.log_path)
+    if spec.log_path is None:
+        spec = replace(spec, log_path=default_log_path(spec.port))
+    return spec
+
+
+def with_log_path(spec: LaunchSpec, profile_log: str | None) -> LaunchSpec:
+    """The spec with a log file: its own, else the profile's, else the default for its port."""
+    if spec.log_path is not None:
+        return spec
+    return replace(spec, log_path=profile_log or default_log_path(spec.port))

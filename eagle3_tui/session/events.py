@@ -7,10 +7,15 @@ new snapshot. `eagle3_tui.session` re-exports every name here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.logline import LogEvent
+
+if TYPE_CHECKING:
+    from eagle3_tui.doctor.findings import Finding
+    from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.sglang.client import BenchResult
 
 
 class ReadOnlyError(UserError):
@@ -76,6 +81,8 @@ class ServerChanged:
 
 @dataclass(frozen=True)
 class LogBatch:
+    """New log lines and the events parsed from them, delivered at most ten times a second."""
+
     lines: list[str]
     events: list[LogEvent]
 
@@ -87,7 +94,7 @@ class StatsUpdated:
 
 @dataclass(frozen=True)
 class FindingsChanged:
-    findings: list[Any]
+    findings: list[Finding]
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ class CheckProgress:
 
 @dataclass(frozen=True)
 class CheckFinished:
-    report: Any
+    report: CheckReport | None
     error: str | None
 
 
@@ -119,7 +126,7 @@ class BenchProgress:
 
 @dataclass(frozen=True)
 class BenchFinished:
-    result: Any
+    result: BenchResult | None
     error: str | None
 
 

@@ -5,30 +5,38 @@ same argv, cwd and whitelisted env (the host layer rotates the log), follow the 
 ready when the log says "The server is fired up and ready to roll!" and `/health` answers, within the
 profile's deadline. On failure: state `failed`, the failure event, and the last 40 log lines.
 
-A mixin of `Session`: it works on the session's state and events.
+Which log lines belong to the new launch is the run state's business (`state.py`): a ready or crash
+line still arriving from the previous run's file never decides this launch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import posixpath
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.discovery import LaunchSpec, default_log_path
+from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.state import Launched, RunTracker
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
-    from eagle3_tui.session.events import ServerView
+    from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.views import Views
+    from eagle3_tui.sglang.client import SGLangClient
 
 LOG_TAIL_LINES = 40
 STOP_GRACE_S = 30.0
 PORT_WAIT_S = 60.0
+ALIVE_CHECK_S = 1.0
+POLL_S = 0.2
+LAST_LINES_GRACE_S = 0.5  # after the group is gone, the follower still delivers its last lines
 
 _PORT_FREE = (
     "import socket,sys\n"
@@ -37,11 +45,13 @@ _PORT_FREE = (
     "try:\n s.bind((sys.argv[1],int(sys.argv[2])))\nexcept OSError:\n print('busy')\nelse:\n print('free')\n"
 )
 
-
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "tmux", "screen", "sshd", "login", "su", "sudo"})
 
+ClientFactory = Callable[[], Awaitable["SGLangClient"]]
+LaunchHook = Callable[[LaunchSpec, int, str], None]
 
-def _is_foreign(argv: list[str]) -> bool:
+
+def is_foreign(argv: list[str]) -> bool:
     """A process a restart must never signal: a shell, a multiplexer, sshd."""
     if not argv:
         return False
@@ -49,193 +59,190 @@ def _is_foreign(argv: list[str]) -> bool:
     return name in _SHELLS or name.startswith(("tmux", "screen"))
 
 
-class RestartMixin:
-    """start_server, stop_server, restart and the shared `_restart` path."""
+async def group_alive(host: Host, pgid: int) -> bool:
+    return any(p.pgid == pgid for p in await host.processes())
 
-    profile: Profile
-    server: ServerView
-    host: Any
-    _spec: LaunchSpec | None
-    _restarting: bool
 
-    # ------------------------------------------------------------ restart
+async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ...]:
+    """The last 40 lines of the server's log file (else the last lines followed)."""
+    tail: tuple[str, ...] = ()
+    if path:
+        with contextlib.suppress(Exception):
+            res = await host.run(["tail", "-n", str(LOG_TAIL_LINES), path], timeout=20)
+            if res.exit_code == 0:
+                tail = tuple(res.stdout.splitlines())
+    return tail or tuple(feed.recent(LOG_TAIL_LINES))
 
-    def _check_not_restarting(self) -> None:
-        if self._restarting:
-            raise UserError("a restart is already running; wait for it to finish")
+
+class Restarter:
+    """One restart at a time: `begin()` claims it (a second is refused), `run()` does it and releases."""
+
+    def __init__(
+        self,
+        host: Host,
+        profile: Profile,
+        views: Views,
+        tracker: RunTracker,
+        feed: LogFeed,
+        client: ClientFactory,
+        on_launched: LaunchHook,
+    ) -> None:
+        self._host = host
+        self._profile = profile
+        self._views = views
+        self._tracker = tracker
+        self._feed = feed
+        self._client = client
+        self._on_launched = on_launched
+        self._busy = False
 
     @property
-    def restarting(self) -> bool:
-        return self._restarting
+    def busy(self) -> bool:
+        return self._busy
 
-    async def start_server(self) -> None:
-        """Start the server with the profile's launch command (or the last known one)."""
-        if not self.profile.demo:  # the demo's own sim server is started even when read-only
-            self._check_writable("start the server")
-        self._check_not_restarting()
-        if self._spec is None:
-            self._spec = self._spec_from_profile_or_state()
-        if self._spec is None:
-            raise UserError("no launch command: set launch_command in the profile")
-        self._restarting = True
-        await self._restart(reason="start")
+    def check_idle(self) -> None:
+        if self._busy:
+            raise UserError("a restart is already running; wait for it to finish")
 
-    async def stop_server(self) -> None:
-        if not self.profile.demo:
-            self._check_writable("stop the server")
-        self._check_not_restarting()
-        self._restarting = True
-        try:
-            await self._stop_current(time.monotonic())
-            self._set_server(state="stopped", pid=None, pgid=None, message="stopped")
-        finally:
-            self._restarting = False
+    def begin(self) -> None:
+        """Claim the one restart (before a config change, so a second restart is refused meanwhile)."""
+        self.check_idle()
+        self._busy = True
 
-    async def restart(self) -> None:
-        """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready."""
-        self._check_writable("restart the server")
-        self._check_not_restarting()
-        if self._spec is None:
-            raise UserError("no server to restart: none was found and the profile has no launch command")
-        self._restarting = True
-        await self._restart(reason="restart")
+    def end(self) -> None:
+        self._busy = False
 
     def _progress(self, phase: str, message: str, t0: float) -> None:
-        self._emit(RestartProgress(phase, message, time.monotonic() - t0))
+        self._views.emit(RestartProgress(phase, message, time.monotonic() - t0))
 
-    async def _stop_current(self, t0: float) -> None:
+    # ------------------------------------------------------------ stop
+
+    async def stop(self) -> None:
+        """Stop the server (claims the restart for the while)."""
+        self.begin()
+        try:
+            await self.stop_current(time.monotonic())
+            self._views.set_server(state="stopped", pid=None, pgid=None, message="stopped")
+        finally:
+            self.end()
+
+    async def stop_current(self, t0: float) -> None:
         """TERM the server's process group (grace, then KILL); a group shared with a shell is not signalled."""
-        pgid = self.server.pgid
+        server = self._views.server
+        pgid = server.pgid
         if pgid is None:
             return
         self._progress("stopping", f"stopping process group {pgid}", t0)
-        procs = await self.host.processes()
-        foreign = [p for p in procs if p.pgid == pgid and _is_foreign(p.argv)]
-        if foreign and self.server.pid:
-            outcome = await self._stop_pid(self.server.pid)
+        procs = await self._host.processes()
+        foreign = [p for p in procs if p.pgid == pgid and is_foreign(p.argv)]
+        if foreign and server.pid:
+            outcome = await self._stop_pid(server.pid)
             shown = posixpath.basename(foreign[0].argv[0]) if foreign[0].argv else "?"
-            self._progress("stopping", f"pid {self.server.pid} (its group {pgid} also holds {shown}): {outcome}", t0)
+            self._progress("stopping", f"pid {server.pid} (its group {pgid} also holds {shown}): {outcome}", t0)
             return
-        outcome = await self.host.stop_group(pgid, grace=STOP_GRACE_S)
-        self._progress("stopping", f"process group {pgid}: {outcome}", t0)
+        group_outcome = await self._host.stop_group(pgid, grace=STOP_GRACE_S)
+        self._progress("stopping", f"process group {pgid}: {group_outcome}", t0)
 
     async def _stop_pid(self, pid: int) -> str:
         """TERM one process, wait for it to go, KILL after the grace (shared group: spare the rest)."""
-        await self.host.run(["kill", "-s", "TERM", str(pid)], timeout=20)
+        await self._host.run(["kill", "-s", "TERM", str(pid)], timeout=20)
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline:
-            if not any(p.pid == pid for p in await self.host.processes()):
+            if not any(p.pid == pid for p in await self._host.processes()):
                 return "stopped"
             await asyncio.sleep(0.3)
-        await self.host.run(["kill", "-s", "KILL", str(pid)], timeout=20)
+        await self._host.run(["kill", "-s", "KILL", str(pid)], timeout=20)
         return "killed"
 
-    async def _port_free(self, spec: LaunchSpec) -> bool:
-        res = await self.host.run([self.host.python, "-c", _PORT_FREE, spec.bind_host, str(spec.port)], timeout=20)
-        return res.stdout.strip() == "free"
+    # ------------------------------------------------------------ restart
 
-    async def _restart(self, *, reason: str) -> None:
-        """The one restart path (start, restart, apply, rollback). The caller has set `_restarting`."""
-        assert self._spec is not None
-        self._restarting = True
-        self._restart_epoch += 1
-        epoch = self._restart_epoch
+    async def run(self, spec: LaunchSpec, *, reason: str) -> float:
+        """The one restart path; the caller has claimed it with `begin()`. Returns the seconds it took.
+
+        `spec.log_path` must be set. Raises `RestartFailed` (the view is `failed`, with the log tail).
+        """
+        assert spec.log_path is not None
+        self._busy = True
         t0 = time.monotonic()
-        spec = self._spec
         try:
-            if spec.log_path is None:
-                spec = dataclasses.replace(spec, log_path=self.profile.log_path or default_log_path(spec.port))
-                self._spec = spec
-            await self._stop_current(t0)
-            self._set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
-            self._progress("port", f"waiting for port {spec.port} to be free", t0)
-            deadline = time.monotonic() + PORT_WAIT_S
-            while not await self._port_free(spec):
-                if time.monotonic() > deadline:
-                    raise RestartFailed(f"port {spec.port} is still in use {PORT_WAIT_S:.0f} s after the stop")
-                await asyncio.sleep(0.25)
-            self._progress("launching", "launching: " + " ".join(spec.argv[:6]) + " ...", t0)
-            assert spec.log_path is not None
-            self._start_follow(spec.log_path, start="end")
-            cwd = spec.cwd or str(Path(spec.log_path).parent)
-            rotates = False
-            with contextlib.suppress(UserError):
-                rotates = (await self.host.stat(spec.log_path)).size > 0
-            self._launch_epoch = epoch
-            if not rotates:  # no old lines can arrive: whatever the follower reads now is this launch's
-                self._log_epoch = epoch
-            pgid = await self.host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
-            self.telemetry.mark(time.time(), reason)
-            self._set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
-                             log_path=spec.log_path, argv=spec.argv, message=f"{reason}: loading")
-            self._save_launch(spec)
-            self._update_effective()
-            await self._wait_ready(spec, epoch, t0, pgid)
+            await self.stop_current(t0)
+            self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
+            await self._wait_port(spec, t0)
+            launch, pgid = await self._launch(spec, reason, t0)
+            await self._wait_ready(launch, t0, pgid)
         except RestartFailed as err:
-            await self._fail(str(err), t0)
+            await self._fail(str(err), spec, t0)
             raise
         except UserError as err:
-            await self._fail(str(err), t0)
+            await self._fail(str(err), spec, t0)
             raise RestartFailed(str(err)) from None
         finally:
-            self._restarting = False
-        self._set_server(state="ready", message="")
-        self._progress("ready", f"ready after {time.monotonic() - t0:.1f} s", t0)
-        with contextlib.suppress(UserError):
-            await self.poll_server_info()
-        await self.refresh_servers()
-        await self._read_launch_facts()
-        with contextlib.suppress(Exception):
-            await self.refresh_findings()
-        self._record("restart", results={"ok": True, "seconds": round(time.monotonic() - t0, 2)}, note=reason)
+            self._busy = False
+        elapsed = time.monotonic() - t0
+        self._views.set_server(state="ready", message="")
+        self._progress("ready", f"ready after {elapsed:.1f} s", t0)
+        return elapsed
 
-    async def _wait_ready(self, spec: LaunchSpec, epoch: int, t0: float, pgid: int) -> None:
-        deadline = time.monotonic() + self.profile.restart_deadline_s
-        c = await self.client()
+    async def _wait_port(self, spec: LaunchSpec, t0: float) -> None:
+        self._progress("port", f"waiting for port {spec.port} to be free", t0)
+        deadline = time.monotonic() + PORT_WAIT_S
+        while not await self._port_free(spec):
+            if time.monotonic() > deadline:
+                raise RestartFailed(f"port {spec.port} is still in use {PORT_WAIT_S:.0f} s after the stop")
+            await asyncio.sleep(0.25)
+
+    async def _port_free(self, spec: LaunchSpec) -> bool:
+        argv = [self._host.python, "-c", _PORT_FREE, spec.bind_host, str(spec.port)]
+        res = await self._host.run(argv, timeout=20)
+        return res.stdout.strip() == "free"
+
+    async def _launch(self, spec: LaunchSpec, reason: str, t0: float) -> tuple[int, int]:
+        """Follow the log, start the server detached: (the launch number of `RunState`, its pgid)."""
+        assert spec.log_path is not None
+        self._progress("launching", "launching: " + " ".join(spec.argv[:6]) + " ...", t0)
+        self._feed.start(spec.log_path, start="end")
+        cwd = spec.cwd or str(Path(spec.log_path).parent)
+        rotates = False
+        with contextlib.suppress(UserError):
+            rotates = (await self._host.stat(spec.log_path)).size > 0
+        launch = self._tracker.dispatch(Launched(rotates=rotates)).launch
+        pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
+        self._views.set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
+                               log_path=spec.log_path, argv=spec.argv, message=f"{reason}: loading")
+        self._on_launched(spec, pgid, reason)
+        return launch, pgid
+
+    def _failed(self, launch: int) -> RestartFailed | None:
+        f = self._tracker.state.failure_of(launch)
+        return RestartFailed(f"the server failed to start: {f.kind}: {f.last_line}") if f is not None else None
+
+    async def _wait_ready(self, launch: int, t0: float, pgid: int) -> None:
+        deadline = time.monotonic() + self._profile.restart_deadline_s
+        client = await self._client()
         last_alive_check = 0.0
         self._progress("loading", "waiting for the ready line and /health", t0)
         while True:
-            self._flush_if_quiet()
-            if self._failure_epoch == epoch and self._failure is not None:
-                f = self._failure
-                raise RestartFailed(f"the server failed to start: {f.kind}: {f.last_line}")
-            if self._ready_epoch == epoch and await c.health(timeout=10):
+            self._feed.flush_if_quiet()
+            failed = self._failed(launch)
+            if failed is not None:
+                raise failed
+            if self._tracker.state.outcome(launch) == "ready" and await client.health(timeout=10):
                 return
             now = time.monotonic()
             if now > deadline:
                 raise RestartFailed(
-                    f"the server was not ready within {self.profile.restart_deadline_s:.0f} s (restart deadline)"
+                    f"the server was not ready within {self._profile.restart_deadline_s:.0f} s (restart deadline)"
                 )
-            if now - last_alive_check > 1.0:
+            if now - last_alive_check > ALIVE_CHECK_S:
                 last_alive_check = now
-                if not await self._group_alive(pgid):
-                    await asyncio.sleep(0.5)  # let the follower deliver the last lines
-                    self._flush_if_quiet(force=True)
-                    f = self._failure if self._failure_epoch == epoch else None
-                    if f is not None:
-                        raise RestartFailed(f"the server failed to start: {f.kind}: {f.last_line}")
-                    raise RestartFailed("the server exited during start-up")
-            await asyncio.sleep(0.2)
+                if not await group_alive(self._host, pgid):
+                    await asyncio.sleep(LAST_LINES_GRACE_S)
+                    await self._feed.settle()
+                    raise self._failed(launch) or RestartFailed("the server exited during start-up")
+            await asyncio.sleep(POLL_S)
 
-    async def _group_alive(self, pgid: int) -> bool:
-        procs = await self.host.processes()
-        return any(p.pgid == pgid for p in procs)
-
-    async def _log_tail(self) -> tuple[str, ...]:
-        """The last 40 lines of the server's log file (else the last lines followed)."""
-        tail: tuple[str, ...] = ()
-        path = self._spec.log_path if self._spec else self.server.log_path
-        if path:
-            with contextlib.suppress(Exception):
-                res = await self.host.run(["tail", "-n", str(LOG_TAIL_LINES), path], timeout=20)
-                if res.exit_code == 0:
-                    tail = tuple(res.stdout.splitlines())
-        return tail or tuple(self.recent_log(LOG_TAIL_LINES))
-
-    async def _fail(self, message: str, t0: float) -> None:
-        tail = await self._log_tail()
-        self._set_server(state="failed", log_tail=tail, message=message)
+    async def _fail(self, message: str, spec: LaunchSpec, t0: float) -> None:
+        tail = await log_tail(self._host, spec.log_path or self._views.server.log_path, self._feed)
+        self._views.set_server(state="failed", log_tail=tail, message=message)
         self._progress("failed", message, t0)
-        self._notice(message, "error")
-        self._record("restart", results={"ok": False, "error": message}, note="failed")
-
+        self._views.notice(message, "error")

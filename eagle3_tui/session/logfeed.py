@@ -1,0 +1,224 @@
+"""The server log, from the host to the listeners: follow -> LogReader -> run state -> emit.
+
+Lines arrive from `Host.follow` in batches. Each batch is parsed in a worker thread (the regexes are
+the expensive part, and 20,000 lines/s must not stall the UI's event loop), then, back on the loop,
+its events move the run state (`state.RunTracker`) and the telemetry at once, so the restart sees a
+ready or failure line as soon as it is read. What the listeners hear is batched: one `LogBatch` (and
+one `StatsUpdated` when decode stats came) at most every `EMIT_INTERVAL_S`.
+
+The telemetry is filed on the loop, not in the worker: its rings are read by the UI on the loop
+between two points of one reading, so a writer in another thread could tear a read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from eagle3_tui.errors import UserError
+from eagle3_tui.session.events import LogBatch, StatsUpdated
+from eagle3_tui.session.state import LogSwitched, RunTracker
+from eagle3_tui.sglang.logline import DecodeStats, Failure, LogEvent, LogReader, ServerArgs, ServerWarning
+
+if TYPE_CHECKING:
+    from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.views import Views
+    from eagle3_tui.telemetry.metrics import Telemetry
+
+EMIT_INTERVAL_S = 0.1  # at most 10 LogBatch events a second
+QUIET_FLUSH_S = 1.5  # a failure held for its traceback is delivered once the log is quiet this long
+RETRY_S = 2.0
+RECENT_LINES = 400
+MAX_WARNINGS = 50
+
+FailureHook = Callable[[Failure], None]
+
+
+class LogFeed:
+    """Follows one log path at a time; see the module docstring."""
+
+    def __init__(
+        self,
+        host: Host,
+        tracker: RunTracker,
+        views: Views,
+        telemetry: Telemetry,
+        *,
+        on_failure: FailureHook | None = None,
+        emit_interval_s: float = EMIT_INTERVAL_S,
+    ) -> None:
+        self._host = host
+        self._tracker = tracker
+        self._views = views
+        self._telemetry = telemetry
+        self._on_failure = on_failure
+        self._interval = emit_interval_s
+        self._reader = LogReader()
+        self._reader_lock = threading.Lock()  # the reader is fed in a worker thread, flushed on the loop
+        self._task: asyncio.Task[None] | None = None
+        self._path: str | None = None
+        self._closed = False
+        self._recent: deque[str] = deque(maxlen=RECENT_LINES)
+        self.server_args: dict[str, str] = {}
+        self.warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
+        self._pending_since: tuple[Failure, float] | None = None
+        self._out_lines: list[str] = []
+        self._out_events: list[LogEvent] = []
+        self._out_stats = False
+        self._last_emit = 0.0
+        self._emit_handle: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ following
+
+    @property
+    def path(self) -> str | None:
+        return self._path
+
+    def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0) -> None:
+        """Follow `path` (a no-op when it is already followed)."""
+        if self._task is not None and self._path == path and not self._task.done():
+            return
+        if self._task is not None:
+            self._task.cancel()
+        self._path = path
+        self._task = asyncio.ensure_future(self._follow(path, start, last_lines))
+
+    async def _follow(self, path: str, start: Literal["end", "begin"], last_lines: int) -> None:
+        from eagle3_tui.remote.host import FollowBatch, FollowEvent
+
+        cursor = None
+        while not self._closed:
+            try:
+                async with self._host.follow(path, cursor, start=start, last_lines=last_lines) as fol:
+                    async for item in fol:
+                        if isinstance(item, FollowBatch):
+                            cursor = item.cursor
+                            await self._ingest(item.lines)
+                        elif isinstance(item, FollowEvent) and item.kind in ("rotated", "truncated", "opened"):
+                            if item.kind != "opened":
+                                with self._reader_lock:
+                                    self._reader = LogReader()
+                            self._tracker.dispatch(LogSwitched())  # from here on: the newest launch's log
+                return
+            except asyncio.CancelledError:
+                raise
+            except UserError as err:
+                self._views.notice(f"log follow of {path}: {err}; retrying", "warning")
+                await asyncio.sleep(RETRY_S)
+
+    async def _ingest(self, lines: list[str]) -> None:
+        events = await asyncio.to_thread(self._parse, lines)
+        self._apply(lines, events, time.time())
+
+    def _parse(self, lines: Sequence[str]) -> list[LogEvent]:
+        events: list[LogEvent] = []
+        with self._reader_lock:
+            reader = self._reader
+            for line in lines:
+                events.extend(reader.feed(line))
+        return events
+
+    def ingest_now(self, lines: Sequence[str], *, log_time: bool = False) -> None:
+        """Parse and apply lines on the caller's thread and emit at once (a recorded log, a replay).
+
+        `log_time`: file decode stats under the log's own timestamps instead of the wall clock.
+        """
+        events = self._parse(lines)
+        self._apply(list(lines), events, None if log_time else time.time())
+        self._emit_now()
+
+    # ------------------------------------------------------------ applying
+
+    def _apply(self, lines: list[str], events: list[LogEvent], now: float | None) -> None:
+        self._recent.extend(lines)
+        self._tracker.dispatch_all(events)
+        stats = False
+        for ev in events:
+            if isinstance(ev, DecodeStats):
+                self._telemetry.ingest(ev, now)
+                stats = True
+            elif isinstance(ev, Failure) and self._on_failure is not None:
+                self._on_failure(ev)
+            elif isinstance(ev, ServerArgs):
+                self.server_args = dict(ev.args)
+            elif isinstance(ev, ServerWarning):
+                self.warnings.append(ev.message)
+        if lines or events:
+            self._queue(lines, events, stats)
+
+    def flush_if_quiet(self) -> None:
+        """A failure is held until the next record; when the log goes quiet, deliver it anyway."""
+        if not self._reader_lock.acquire(blocking=False):
+            return  # a batch is being parsed: the log is not quiet
+        try:
+            pending = self._reader.pending
+            if pending is None:
+                self._pending_since = None
+                return
+            now = time.monotonic()
+            if self._pending_since is None or self._pending_since[0] is not pending:
+                self._pending_since = (pending, now)
+            if now - self._pending_since[1] < QUIET_FLUSH_S:
+                return
+            self._pending_since = None
+            events = self._reader.flush()
+        finally:
+            self._reader_lock.release()
+        self._apply([], events, time.time())
+
+    async def settle(self) -> None:
+        """Deliver a held failure now (the server is gone: no next record will come) and emit."""
+        events = await asyncio.to_thread(self._flush_locked)
+        self._apply([], events, time.time())
+        self._emit_now()
+
+    def _flush_locked(self) -> list[LogEvent]:
+        with self._reader_lock:
+            self._pending_since = None
+            return self._reader.flush()
+
+    def recent(self, n: int) -> list[str]:
+        """The last `n` lines followed."""
+        return list(self._recent)[-n:]
+
+    # ------------------------------------------------------------ emitting, batched
+
+    def _queue(self, lines: list[str], events: list[LogEvent], stats: bool) -> None:
+        self._out_lines.extend(lines)
+        self._out_events.extend(events)
+        self._out_stats = self._out_stats or stats
+        if self._emit_handle is not None:
+            return
+        delay = max(0.0, self._last_emit + self._interval - time.monotonic())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous replay): ingest_now emits
+        self._emit_handle = loop.call_later(delay, self._emit_now)
+
+    def _emit_now(self) -> None:
+        if self._emit_handle is not None:
+            self._emit_handle.cancel()
+            self._emit_handle = None
+        lines, events, stats = self._out_lines, self._out_events, self._out_stats
+        self._out_lines, self._out_events, self._out_stats = [], [], False
+        self._last_emit = time.monotonic()
+        if lines or events:
+            self._views.emit(LogBatch(lines, events))
+        if stats:
+            self._views.emit(StatsUpdated())
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._emit_handle is not None:
+            self._emit_handle.cancel()
+            self._emit_handle = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task

@@ -1,0 +1,95 @@
+"""What the server serves, from its launch command and the draft config: the server view's
+speculative fields (effective steps/topk/draft tokens, layer ids, boundaries, the active preset).
+
+Pure: SGLang's rules come from `sglang.launch`, the layer-id rules from `eagle.draft_config`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eagle3_tui.eagle.draft_config import DraftConfig
+from eagle3_tui.errors import UserError
+from eagle3_tui.profile import Preset
+from eagle3_tui.session.presets import NO_SPEC_PRESET
+from eagle3_tui.sglang import launch
+
+
+@dataclass(frozen=True)
+class Served:
+    """The fields of `ServerView` a launch command and a draft config decide."""
+
+    speculative: bool
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    requested_draft_tokens: int | None
+    adjusted: tuple[str, ...]
+    layer_ids: tuple[int, ...] | None
+    boundaries: tuple[int, ...] | None
+    active_preset: str | None
+
+    def as_changes(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def parse_argv(argv: Sequence[str] | None) -> launch.LaunchArgs | None:
+    """The parsed launch command, or None when there is none or it does not parse."""
+    if argv is None:
+        return None
+    with contextlib.suppress(UserError):
+        return launch.parse_launch(argv)
+    return None
+
+
+def layer_ids_and_boundaries(
+    draft_text: str | None, num_layers: int | None
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The ids SGLang reads from the draft config, and the boundaries they mean for the target."""
+    if draft_text is None:
+        return None, None
+    try:
+        cfg = DraftConfig.parse(draft_text)
+    except UserError:
+        return None, None
+    boundaries = None
+    if num_layers:
+        with contextlib.suppress(UserError):
+            boundaries = cfg.served_boundaries(num_layers)
+    return cfg.sglang_layer_ids, boundaries
+
+
+def active_preset(presets: Sequence[Preset], ids: tuple[int, ...] | None, args: launch.LaunchArgs) -> str | None:
+    """The preset the server runs: no-speculation, or the layer preset with the served ids."""
+    if not args.speculative:
+        return NO_SPEC_PRESET
+    return next((p.name for p in presets if p.kind == "layers" and p.layer_ids == ids), None)
+
+
+def served(
+    args: launch.LaunchArgs,
+    *,
+    target_arch: str | None,
+    draft_text: str | None,
+    num_layers: int | None,
+    presets: Sequence[Preset],
+) -> tuple[Served, launch.EffectiveSpec]:
+    """The served fields for a parsed launch command (and SGLang's effective spec, for the telemetry)."""
+    eff = launch.effective(args, target_arch=target_arch)
+    ids, boundaries = layer_ids_and_boundaries(draft_text, num_layers)
+    view = Served(
+        speculative=eff.speculative,
+        algorithm=eff.algorithm,
+        steps=eff.steps,
+        topk=eff.topk,
+        draft_tokens=eff.draft_tokens,
+        requested_draft_tokens=args.num_draft_tokens,
+        adjusted=tuple(eff.adjusted),
+        layer_ids=ids,
+        boundaries=boundaries,
+        active_preset=active_preset(presets, ids, args),
+    )
+    return view, eff
