@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from eagle3_tui.remote.atomic import write_atomic
 from eagle3_tui.remote.errors import CommandTimeout, HostError, RemoteFileNotFound
 from eagle3_tui.remote.host import Host
-from eagle3_tui.remote.procgroup import stop_group
+from eagle3_tui.remote.procgroup import signal_group, stop_group
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
 from eagle3_tui.remote.types import FileStat, RunResult, WriteResult
 
@@ -28,9 +28,10 @@ READ_LIMIT = 16 * 1024 * 1024
 T = TypeVar("T")
 
 
-def _killpg(pid: int, sig: int) -> None:
+def _kill_group(pid: int) -> None:
+    """SIGKILL at once (a command past its deadline, or the host closing); no grace."""
     with contextlib.suppress(OSError):
-        os.killpg(pid, sig)
+        signal_group(pid, signal.SIGKILL)
 
 
 class LocalChannel:
@@ -125,7 +126,7 @@ class LocalHost(Host):
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except BaseException as exc:
-            _killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), 5)
             if isinstance(exc, asyncio.TimeoutError):
@@ -188,7 +189,7 @@ class LocalHost(Host):
     async def close(self) -> None:
         self._closed = True
         for proc in list(self._runs):  # in-flight commands end with the host object
-            _killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
         await asyncio.gather(*(c.close() for c in list(self._channels)), return_exceptions=True)
         self._set_state(self._state.__class__("closed"))
 
