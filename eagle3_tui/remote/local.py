@@ -74,7 +74,10 @@ class LocalChannel:
             try:
                 await asyncio.wait_for(proc.wait(), 2.0)
             except asyncio.TimeoutError:
-                await asyncio.to_thread(stop_group, proc.pid, 2.0, 5.0)
+                try:
+                    await asyncio.to_thread(stop_group, proc.pid, 2.0, 5.0)
+                except RuntimeError:  # the loop's executor is already shut down: stop it here
+                    stop_group(proc.pid, 2.0, 5.0)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(proc.wait(), 5.0)
         self._err_task.cancel()
