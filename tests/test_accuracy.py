@@ -45,7 +45,8 @@ def test_batched_check_equals_per_token_loop(amini: Mini) -> None:
 
     from eagle3_tui.eagle.drafter import Eagle3Drafter
 
-    rep = run_check(CheckOptions(str(amini.draft), amini.v1, str(amini.target), steps=1, batch_tokens=64))
+    rep = run_check(CheckOptions(str(amini.draft), amini.v1, str(amini.target), steps=1, batch_tokens=64,
+                                 data_slots=[0, 2, 6, 9]))
     serving = rep.result("serving default")
     assert serving is not None and serving.slots == [1, 2, 3]
 

@@ -27,20 +27,24 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if __package__:
     from . import checkpoint as ck
     from . import datasets as ds_mod
+    from . import trainers as tr
     from . import wiring as wr
 else:  # plain files copied side by side
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import checkpoint as ck  # type: ignore[no-redef]
-    import datasets as ds_mod  # type: ignore[no-redef]
-    import wiring as wr  # type: ignore[no-redef]
+    import checkpoint as ck  # type: ignore[no-redef, import-not-found]
+    import datasets as ds_mod  # type: ignore[no-redef, import-not-found]
+    import trainers as tr  # type: ignore[no-redef, import-not-found]
+    import wiring as wr  # type: ignore[no-redef, import-not-found]
 
-# what receives each event (a string, so the shipped file also runs on Python 3.8)
-Emit = "Callable[[dict], None]"
+if TYPE_CHECKING:  # only for annotations, so the shipped file also runs on Python 3.8
+    from typing import TypeAlias
+
+    Emit: TypeAlias = Callable[[dict], None]
 
 
 @dataclass
@@ -57,6 +61,10 @@ class WiringResult:
     chain_positions: int = 0
     note: str = ""
     source: str = ""
+    # the trainer's own metric on this wiring, named as it defines it (TrainerMetric.to_dict())
+    trainer: dict = field(default_factory=dict)
+    # the same weights run as the trainer ran them, when that differs from what the server runs
+    as_trained: dict | None = None
 
     @classmethod
     def from_dict(cls, d: dict) -> WiringResult:
@@ -87,6 +95,10 @@ class CheckReport:
     findings: list[dict] = field(default_factory=list)  # CheckpointIssue dicts
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    split: str = "training"  # "validation" when the trainer's own held-out rows were read
+    framework: str | None = None  # the trainer whose files these are
+    served_by: str = ""  # the SGLang loader model the served numbers follow
+    forward_note: str = ""  # how the served forward differs from the trained one ("" when it does not)
 
     def to_dict(self) -> dict:
         """All fields, plus the best wiring's figures at the top level (for the ledger)."""
@@ -230,12 +242,74 @@ def _int(cfg: dict, key: str) -> int | None:
 # -- the check -------------------------------------------------------------------------------------
 
 
-def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
-    """Run the whole check; `emit` receives each JSON-able event as it happens."""
+@dataclass
+class _Draft:
+    """The draft and target as read from disk (configs, tensor headers, target weights by name)."""
+
+    header: ck.CheckpointHeader
+    cfg: dict  # flat: a speculators config merged onto its transformer_layer_config
+    tcfg: dict
+    tw: TargetWeights | None
+    ht: int
+    num_layers: int | None
+    num_aux: int
+    issues: list[ck.CheckpointIssue]
+
+
+@dataclass
+class _Labels:
+    """Per sample, LongTensor [T]: the target's token after position u (-1 unknown); `in_vocab` the same
+    restricted to the draft vocabulary (speculators' targets); where they came from."""
+
+    full: list[Any]
+    in_vocab: list[Any] | None
+    source: str
+    why: str = ""
+
+
+def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoader | None = None) -> CheckReport:
+    """Run the whole check; `emit` receives each JSON-able event as it happens; `loader` is what the
+    installed SGLang's draft loader applies (default: SGLang 0.5.6)."""
     import torch
 
-    emit = emit or (lambda e: None)
+    out: Emit = emit or (lambda e: None)
+    loader = loader or tr.SGLANG_0_5_6
     t_start = time.perf_counter()
+    device, dtype = _runtime(opts)
+    report = CheckReport(draft_dir=opts.draft_dir, data=opts.data, steps=opts.steps, device=opts.device,
+                         dtype=opts.dtype, served_by=loader.name)
+    out({"event": "start", "draft": opts.draft_dir, "data": opts.data, "samples": opts.samples,
+         "steps": opts.steps, "device": opts.device, "torch": torch.__version__})
+    d = _read_draft(opts, loader, report, out)
+    data = _read_data(opts, d, report, out)
+    tensors = _load_draft(d.header)
+    embed = _embedding(opts, d, tensors, report)
+    slot_b = report.slot_boundaries
+    report.probe = [p.to_dict() for p in ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)]
+    out({"event": "probe", "slots": report.probe})
+    wirings = _wirings(opts, d, data, report)
+    out({"event": "wirings", "wirings": [w.to_dict() for w in wirings]})
+    head, head_note = _target_head(d, opts, embed)
+    model = _build(opts, d, tensors, embed, head, device, dtype)
+    labels = _labels(data, opts.labels, d, head, model, slot_b, device)
+    report.label_source = labels.source
+    report.notes.extend(n for n in (head_note if labels.source != "tokens" else "", labels.why) if n)
+    del head
+    served = served_forward(model.fwd, d.cfg, loader)
+    diff = model.fwd.differences(served)
+    if diff:
+        report.forward_note = (f"{loader.name} runs this draft without what it was trained with ({', '.join(diff)}): "
+                               f"the numbers are as served; as_trained holds the trained forward's")
+        report.notes.append(report.forward_note)
+    _measure(model, data, labels, wirings, (served, model.fwd if diff else None), opts, device, dtype, out, report)
+    report.elapsed_s = round(time.perf_counter() - t_start, 3)
+    out({"event": "done", "report": report.to_dict()})
+    return report
+
+
+def _runtime(opts: CheckOptions) -> tuple[Any, Any]:
+    import torch
+
     if opts.threads:
         torch.set_num_threads(opts.threads)
     if opts.device.startswith("cuda") and not torch.cuda.is_available():
@@ -243,15 +317,12 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
                           f"(torch {torch.__version__}); use --device cpu")
     if opts.dtype not in ("float32", "bfloat16", "float16"):
         raise ck.BadInput(f"--dtype {opts.dtype} is not one of float32, bfloat16, float16")
-    dtype = getattr(torch, opts.dtype)
-    device = torch.device(opts.device)
-    report = CheckReport(draft_dir=opts.draft_dir, data=opts.data, steps=opts.steps, device=opts.device,
-                         dtype=opts.dtype)
-    emit({"event": "start", "draft": opts.draft_dir, "data": opts.data, "samples": opts.samples,
-          "steps": opts.steps, "device": opts.device, "torch": torch.__version__})
+    return torch.device(opts.device), getattr(torch, opts.dtype)
 
+
+def _read_draft(opts: CheckOptions, loader: tr.ServedLoader, report: CheckReport, emit: Emit) -> _Draft:
     header = ck.read_header(opts.draft_dir)
-    cfg = header.config
+    cfg = ck.flat_config(header.config)
     sizes = ck.draft_sizes(cfg, header.config_path)
     tcfg: dict = {}
     tw: TargetWeights | None = None
@@ -259,117 +330,193 @@ def run_check(opts: CheckOptions, emit: Emit | None = None) -> CheckReport:
         _, tcfg, tw = _target_files(opts.target)
     ht = _int(tcfg, "hidden_size") or _int(cfg, "target_hidden_size") or sizes.hidden
     num_layers = opts.num_layers or _int(tcfg, "num_hidden_layers")
-    report.num_layers = num_layers
-    report.hidden_size = ht
     fc = header.tensors.get("fc.weight") or header.tensors.get("model.fc.weight")
     ids_from_cfg = wr.num_aux_from_config(cfg)
     if fc is not None and len(fc.shape) == 2 and fc.shape[1] % ht == 0 and fc.shape[1] // ht > 0:
         num_aux = fc.shape[1] // ht
     else:
         num_aux = ids_from_cfg or 3
-    report.num_aux = num_aux
     # SGLang sizes fc from the config ids (3 without them), whatever the checkpoint holds
-    issues = ck.check_tensors(cfg, header.tensors, target_hidden_size=ht, num_aux=ids_from_cfg or 3)
+    issues = ck.check_tensors(header.config, header.tensors, target_hidden_size=ht,
+                              num_aux=loader.num_aux or ids_from_cfg or 3, loader=loader)
+    report.num_layers, report.hidden_size, report.num_aux = num_layers, ht, num_aux
     report.findings = [i.to_dict() for i in issues]
     emit({"event": "findings", "findings": report.findings, "summary": ck.summarize(issues)})
     if fc is not None and len(fc.shape) == 2 and fc.shape[1] % ht:
         raise ck.BadInput(f"{fc.file}: fc.weight takes {fc.shape[1]} inputs, which is not a whole number of "
                           f"hidden states {ht} wide (expected number of aux states x target hidden size)")
+    return _Draft(header, cfg, tcfg, tw, ht, num_layers, num_aux, issues)
 
-    data = ds_mod.load(opts.data, max_positions=opts.samples, max_len=opts.max_len,
-                       expect_slots=num_aux, expect_hidden=ht)
+
+def _head_available(d: _Draft) -> bool:
+    tw = d.tw
+    return tw is not None and (tw.role("lm_head") is not None or
+                               (d.tcfg.get("tie_word_embeddings") is True and tw.role("embed") is not None))
+
+
+def _read_data(opts: CheckOptions, d: _Draft, report: CheckReport, emit: Emit) -> Any:
+    through_last = opts.labels != "tokens" and _head_available(d)
+    data = ds_mod.load(opts.data, max_positions=opts.samples, max_len=opts.max_len, expect_slots=d.num_aux,
+                       expect_hidden=d.ht, through_last=through_last)
     report.layout, report.files_read, report.files_total = data.layout, len(data.samples), data.total_files
     report.positions = data.positions
+    report.framework = tr.framework_of_layout(data.layout)
+    report.split = data.split
     report.notes.extend(data.notes)
+    if data.split_note:
+        report.notes.append(data.split_note)
     slot_b = list(opts.data_slots) if opts.data_slots is not None else None
     if slot_b is not None and len(slot_b) != data.num_slots:
         raise ck.BadInput(f"--data-slots names {len(slot_b)} boundaries but {data.files[0]} holds "
                           f"{data.num_slots} hidden-state slots")
+    if slot_b is None and data.layout == "speculators":
+        ids, _read = wr.config_layer_ids(d.header.config)  # a speculators config: vLLM counting
+        assumed, note = tr.speculators_slot_boundaries(data.num_slots, d.num_layers, ids)
+        if assumed is not None:
+            slot_b = list(assumed)
+            report.notes.append(note)
     report.slot_boundaries = slot_b
     emit({"event": "data", "layout": data.layout, "files": len(data.samples), "files_total": data.total_files,
-          "positions": data.positions, "slots": data.num_slots, "hidden": data.hidden_size, "notes": data.notes})
+          "positions": data.positions, "slots": data.num_slots, "hidden": data.hidden_size, "notes": data.notes,
+          "split": data.split})
+    return data
 
-    # target pieces: embedding (needed), lm_head + final norm (for target labels)
-    embed = None
-    if tw is not None and tw.role("embed"):
-        embed = tw.get(tw.role("embed"))
-    draft_tensors = _load_draft(header)
-    if embed is None and "embed_tokens.weight" in draft_tensors:
-        embed = draft_tensors["embed_tokens.weight"]
+
+def _embedding(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], report: CheckReport) -> Any:
+    """The target's embedding (what SGLang feeds the draft), else the draft's own copy."""
+    name = d.tw.role("embed") if d.tw is not None else None
+    if d.tw is not None and name is not None:
+        return d.tw.get(name)
+    if "embed_tokens.weight" in tensors:
         report.notes.append("the target's embedding was taken from the draft's embed_tokens.weight")
-    if embed is None:
-        where = f" in {opts.target}" if opts.target else " (no --target given)"
-        raise ck.BadInput(f"the draft in {opts.draft_dir} has no embed_tokens.weight and no target embedding was "
-                          f"found{where}: the check needs the target's embedding (give --target DIR)")
+        return tensors["embed_tokens.weight"]
+    where = f" in {opts.target}" if opts.target else " (no --target given)"
+    raise ck.BadInput(f"the draft in {opts.draft_dir} has no embed_tokens.weight and no target embedding was "
+                      f"found{where}: the check needs the target's embedding (give --target DIR)")
 
-    probe = ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)
-    report.probe = [p.to_dict() for p in probe]
-    emit({"event": "probe", "slots": report.probe})
 
-    cfg_ids, cfg_read = wr.config_layer_ids(cfg)
+def _wirings(opts: CheckOptions, d: _Draft, data: Any, report: CheckReport) -> list[Any]:
+    cfg_ids, cfg_read = wr.config_layer_ids(d.cfg)
     training = data.training_slots
-    if len(training) != num_aux:
+    if len(training) != d.num_aux:
         report.notes.append(f"the {data.layout} trainer feeds {len(training)} slots but the draft's fc takes "
-                            f"{num_aux}: 'training' uses the first {num_aux}")
-        training = tuple(range(num_aux))
+                            f"{d.num_aux}: 'training' uses the first {d.num_aux}")
+        training = tuple(range(d.num_aux))
     try:
-        wirings = wr.candidate_wirings(num_slots=data.num_slots, num_aux=num_aux, slot_boundaries=slot_b,
-                                       num_layers=num_layers, config_ids=cfg_ids, config_ids_read=cfg_read,
-                                       training_slots=training, extra=opts.wirings)
+        return wr.candidate_wirings(num_slots=data.num_slots, num_aux=d.num_aux,
+                                    slot_boundaries=report.slot_boundaries, num_layers=d.num_layers,
+                                    config_ids=cfg_ids, config_ids_read=cfg_read, training_slots=training,
+                                    extra=opts.wirings, final_slot=data.final_slot)
     except ValueError as err:
         raise ck.BadInput(str(err)) from None
-    emit({"event": "wirings", "wirings": [w.to_dict() for w in wirings]})
 
-    lm_head = None
-    if tw is not None and tw.role("lm_head") and (cfg.get("draft_vocab_size") is None or opts.labels != "tokens"):
-        lm_head = tw.get(tw.role("lm_head"))
+
+def _target_head(d: _Draft, opts: CheckOptions, embed: Any) -> tuple[Any, str]:
+    """The target's output head: lm_head, or its embedding on tied-embedding targets (Qwen3-0.6B/1.7B/4B,
+    Llama-3.2-1B/3B have no lm_head.weight; the trainers use embed_tokens there)."""
+    tw = d.tw
+    if tw is None or (d.cfg.get("draft_vocab_size") is not None and opts.labels == "tokens"):
+        return None, ""
+    name = tw.role("lm_head")
+    if name is not None:
+        return tw.get(name), ""
+    if d.tcfg.get("tie_word_embeddings") is True and tw.role("embed") is not None:
+        return embed, "the target ties its embeddings (no lm_head.weight): embed_tokens is its output head"
+    return None, ""
+
+
+def _build(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], embed: Any, head: Any, device: Any,
+           dtype: Any) -> Any:
     try:
-        model = _build_drafter(cfg, draft_tensors, embed, lm_head)
+        model = _drafter_module().Eagle3Drafter.from_tensors(d.cfg, tensors, embed, target_lm_head=head)
     except ValueError as err:
-        blocking = [i for i in issues if i.kind in ("shape", "fc-width", "missing")]
+        blocking = [i for i in d.issues if i.kind in ("shape", "fc-width", "missing")]
         why = blocking[0].message if blocking else str(err)
         raise ck.BadInput(f"cannot run the draft in {opts.draft_dir}: {why}") from None
     model = model.to(device=device, dtype=dtype)
     model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
     model.d2t = model.d2t.to(device)
+    return model
 
-    labels, source, why = _labels(data, opts.labels, tw, lm_head, slot_b, num_layers, tcfg, device)
-    report.label_source = source
-    if why:
-        report.notes.append(why)
-    del lm_head
 
+def served_forward(trained: Any, cfg: dict, loader: tr.ServedLoader) -> Any:
+    """The forward the installed SGLang runs on these weights: the trained one minus what it does not
+    apply (an operation the draft does not use stays as trained, so equal forwards compare equal)."""
+    a = loader.applies
+    theta = None
+    scaling = trained.rope_scaling and "rope_scaling" in a
+    if isinstance(cfg.get("rope_parameters"), dict) and not loader.reads_rope_parameters:
+        scaling = scaling and cfg.get("rope_scaling") is not None
+        if cfg.get("rope_theta") is None and cfg["rope_parameters"].get("rope_theta") not in (None, 10000.0):
+            theta = 10000.0
+    elif cfg.get("rope_scaling") is None:
+        scaling = trained.rope_scaling  # nothing to scale
+    layers = cfg.get("num_hidden_layers")
+    many = isinstance(layers, int) and layers > 1
+    return _drafter_module().DraftForward(
+        input_norm=trained.input_norm and "input_norm" in a,
+        fc_norm=trained.fc_norm and "fc_norm" in a,
+        norm_before_residual=trained.norm_before_residual and "norm_before_residual" in a,
+        feed_normed=trained.feed_normed and "norm_output" in a,
+        head_norm=True,
+        qk_norm=trained.qk_norm and "qk_norm" in a,
+        rope_scaling=scaling,
+        extra_layers=trained.extra_layers and (loader.multi_layer or not many),
+        rope_theta=theta,
+    )
+
+
+def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forwards: tuple[Any, Any],
+             opts: CheckOptions, device: Any, dtype: Any, emit: Emit, report: CheckReport) -> None:
+    """Each distinct set of slots once (twice when the trained forward differs from the served one)."""
+    served, trained = forwards
     runnable = [w for w in wirings if w.runnable]
     if device.type == "cuda" and stage_on_device(data, {k for w in runnable for k in w.slots}, device, dtype):
         report.notes.append("the sampled hidden states were staged on the GPU once for all wirings")
-    unique: dict[tuple[int, ...], WiringResult] = {}
-    total = data.positions * len({w.slots for w in runnable})
+    unique: dict[tuple[int, ...], tuple[WiringResult, WiringResult | None]] = {}
+    passes = 2 if trained is not None else 1
+    total = data.positions * len({w.slots for w in runnable}) * passes
     done = 0
     t_loop = time.perf_counter()
     for w in runnable:
         if w.slots in unique:
             continue
-        res = _evaluate(model, data, labels, w, opts, device, dtype,
-                        progress=lambda n, name=w.name, before=done: _progress(emit, n, total, t_loop, name, before))
-        done += res.positions
-        unique[w.slots] = res
+        runs: list[WiringResult] = []
+        for fwd in (served, trained)[:passes]:
+            model.fwd = fwd
+            def progress(n: int, name: str = w.name, before: int = done) -> None:
+                _progress(emit, n, total, t_loop, name, before)
+
+            res = _evaluate(model, data, labels, w, opts, device, dtype, report.framework, progress=progress)
+            done += res.positions
+            runs.append(res)
+        unique[w.slots] = (runs[0], runs[1] if trained is not None else None)
+    model.fwd = trained or served
     first: dict[tuple[int, ...], str] = {}
     for w in wirings:
         r = WiringResult(w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
                          note=w.note, source=w.source)
         if w.runnable:
-            m = unique[w.slots]
-            r.top1, r.top5, r.step_accept = m.top1, m.top5, m.step_accept
-            r.predicted_accept_len, r.tokens_per_s = m.predicted_accept_len, m.tokens_per_s
-            r.positions, r.chain_positions = m.positions, m.chain_positions
+            _fill(r, *unique[w.slots])
             if w.slots in first and not r.note:
                 r.note = f"same slots as {first[w.slots]}"
             first.setdefault(w.slots, w.name)
         report.wirings.append(r)
         emit({"event": "result", "result": asdict(r)})
-    report.elapsed_s = round(time.perf_counter() - t_start, 3)
-    emit({"event": "done", "report": report.to_dict()})
-    return report
+    measured = [r.positions for r in report.wirings if r.top1 is not None]
+    if measured:
+        report.positions = max(measured)
+
+
+def _fill(r: WiringResult, served: WiringResult, trained: WiringResult | None) -> None:
+    r.top1, r.top5, r.step_accept = served.top1, served.top5, served.step_accept
+    r.predicted_accept_len, r.tokens_per_s = served.predicted_accept_len, served.tokens_per_s
+    r.positions, r.chain_positions = served.positions, served.chain_positions
+    # the trainer measured its own forward: its metric comes from that pass
+    r.trainer = (trained or served).trainer
+    if trained is not None:
+        r.as_trained = {"top1": trained.top1, "top5": trained.top5, "step_accept": trained.step_accept,
+                        "predicted_accept_len": trained.predicted_accept_len}
 
 
 def _progress(emit: Emit, n: int, total: int, t0: float, name: str, before: int) -> None:
@@ -382,17 +529,11 @@ def _progress(emit: Emit, n: int, total: int, t0: float, name: str, before: int)
 
 def _load_draft(header: ck.CheckpointHeader) -> dict[str, Any]:
     """All draft tensors under SGLang names: a `model.` prefix dropped, speculators' `layers.0.` read as
-    `midlayer.` (so the draft can be measured as trained; the findings say SGLang would skip them)."""
-    from safetensors import SafetensorError  # type: ignore[attr-defined]
-    from safetensors.torch import load_file
-
+    `midlayer.` (so the draft can be measured as trained; the findings say SGLang would skip them).
+    safetensors files, or `.bin` state dicts loaded with torch (weights only)."""
     out: dict[str, Any] = {}
     for p in header.files:
-        try:
-            part = load_file(p)
-        except (SafetensorError, OSError, ValueError) as err:
-            raise ck.BadInput(f"{p} could not be loaded as safetensors ({str(err)[:160]})") from None
-        for name, t in part.items():
+        for name, t in _load_weights(p).items():
             n = name[len("model."):] if name.startswith("model.") else name
             if n.startswith("layers.0."):
                 n = "midlayer." + n[len("layers.0."):]
@@ -400,16 +541,29 @@ def _load_draft(header: ck.CheckpointHeader) -> dict[str, Any]:
     return out
 
 
+def _load_weights(path: str) -> dict[str, Any]:
+    if not path.endswith(".safetensors"):
+        import torch
+
+        try:
+            return dict(torch.load(path, map_location="cpu", weights_only=True))
+        except Exception as err:  # torch raises many types for a broken file
+            raise ck.BadInput(f"{path} could not be loaded as a torch state dict ({str(err)[:160]})") from None
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ck.BadInput(f"{path} could not be loaded as safetensors ({str(err)[:160]})") from None
+
+
 def _drafter_module() -> Any:
     if __package__:
         from . import drafter
     else:
-        import drafter  # type: ignore[no-redef]
+        import drafter  # type: ignore[no-redef, import-not-found]
     return drafter
-
-
-def _build_drafter(cfg: dict, tensors: dict[str, Any], embed: Any, lm_head: Any) -> Any:
-    return _drafter_module().Eagle3Drafter.from_tensors(cfg, tensors, embed, target_lm_head=lm_head)
 
 
 def _token_labels(data: Any) -> list[Any]:
@@ -423,64 +577,79 @@ def _token_labels(data: Any) -> list[Any]:
     return out
 
 
-def _labels(data: Any, mode: str, tw: TargetWeights | None, lm_head: Any, slot_b: list[int] | None,
-            num_layers: int | None, tcfg: dict, device: Any) -> tuple[list[Any], str, str]:
-    """Per sample, LongTensor [T]: the target's token after position u (-1 when unknown); the source; a note.
+def _labels(data: Any, mode: str, d: _Draft, head: Any, model: Any, slot_b: list[int] | None,
+            device: Any) -> _Labels:
+    """The labels the check scores against, and where they came from.
 
     `target` labels are the target's own greedy token, what acceptance depends on: argmax of its
-    lm_head over its final state, taken from SpecForge's stored (post-norm) state, from a speculators
+    head over its final state, taken from SpecForge's stored (post-norm) state, from a speculators
     slot at boundary N (pre-norm, through the target's final norm), or by running the target's
     remaining dense layers from the deepest slot the data holds ("target-tail"). `tokens` are the
     data's own next token (the same as the target's only for regenerated data).
     """
-    import torch
-
     if mode == "tokens":
-        return _token_labels(data), "tokens", ""
-    eps = float(tcfg.get("rms_norm_eps") or 1e-6)
-    why = ""
-    finals: list[Any] | None = None
-    normed = False
-    source = "target"
-    norm_name = tw.role("norm") if tw is not None else None
-    if lm_head is None:
-        why = "no target lm_head was found (give --target with the target's weights)"
-    elif data.layout == "specforge" and all(s.final is not None for s in data.samples):
-        finals, normed = [s.final for s in data.samples], True
-    elif norm_name is None:
-        why = "the target's final norm weight was not found"
-    elif slot_b is None or num_layers is None:
-        why = "the data's slot boundaries or the target's layer count are unknown (give --data-slots, --target)"
-    else:
-        deepest = max(range(len(slot_b)), key=lambda i: slot_b[i])
-        b = slot_b[deepest]
-        if b == num_layers:
-            finals = [s.slots[deepest] for s in data.samples]
-        else:
-            tail, why = _TargetTail.build(tw, tcfg, b, num_layers)
-            if tail is not None:
-                tail = tail.to(device)
-                finals = [tail(s.slots[deepest]) for s in data.samples]
-                source = "target-tail"
-                why = (f"target labels: the target's layers {b}..{num_layers - 1} were run on the data's boundary "
-                       f"{b} to get its final state")
+        return _Labels(_token_labels(data), None, "tokens")
+    finals, normed, source, why = _final_states(data, d, head, slot_b, device)
     if finals is None:
         if mode == "target":
             raise ck.BadInput(f"--labels target cannot be computed: {why}")
-        return _token_labels(data), "tokens", (f"accuracy is measured against the data's own tokens, not the "
-                                               f"target's predictions: {why}")
-    head = lm_head.to(device=device, dtype=torch.float32)
-    norm_w = tw.get(norm_name).to(device).float() if (not normed and tw is not None and norm_name) else None
-    out = []
+        return _Labels(_token_labels(data), None, "tokens",
+                       f"accuracy is measured against the data's own tokens, not the target's predictions: {why}")
+    norm_name = d.tw.role("norm") if d.tw is not None else None
+    norm_w = d.tw.get(norm_name).to(device).float() if (not normed and d.tw is not None and norm_name) else None
+    eps = float(d.tcfg.get("rms_norm_eps") or 1e-6)
+    d2t = model.d2t.cpu() if model.draft_vocab_size < head.shape[0] else None
+    full, inv = _argmax_labels(finals, head.to(device=device).float(), norm_w, eps, d2t, device)
+    return _Labels(full, inv, source, why)
+
+
+def _final_states(data: Any, d: _Draft, head: Any, slot_b: list[int] | None,
+                  device: Any) -> tuple[list[Any] | None, bool, str, str]:
+    """(per sample [T, H] final states | None, already normed, source, note)."""
+    tw, n = d.tw, d.num_layers
+    if head is None:
+        return None, False, "", "no target lm_head was found (give --target with the target's weights)"
+    if data.layout == "specforge" and all(s.final is not None for s in data.samples):
+        return [s.final for s in data.samples], True, "target", ""
+    if tw is None or tw.role("norm") is None:
+        return None, False, "", "the target's final norm weight was not found"
+    if slot_b is None or n is None:
+        return None, False, "", ("the data's slot boundaries or the target's layer count are unknown "
+                                 "(give --data-slots, --target)")
+    deepest = max(range(len(slot_b)), key=lambda i: slot_b[i])
+    b = slot_b[deepest]
+    if b == n:
+        return [s.slots[deepest] for s in data.samples], False, "target", ""
+    tail, why = _TargetTail.build(tw, d.tcfg, b, n)
+    if tail is None:
+        return None, False, "", why
+    tail = tail.to(device)
+    return ([tail(s.slots[deepest]) for s in data.samples], False, "target-tail",
+            f"target labels: the target's layers {b}..{n - 1} were run on the data's boundary {b} to get its "
+            f"final state")
+
+
+def _argmax_labels(finals: list[Any], head: Any, norm_w: Any, eps: float, d2t: Any,
+                   device: Any) -> tuple[list[Any], list[Any] | None]:
+    """The head's argmax per position, over the full vocabulary and restricted to the draft vocabulary
+    (the target ids `arange + d2t` names: speculators' `t2d` rows)."""
+    import torch
+
+    vocab = torch.arange(d2t.shape[0]) + d2t if d2t is not None else None
+    full, inv = [], []
+    sub = head[vocab.to(device)] if vocab is not None else None
     for x in finals:
-        toks = []
+        toks, toks_in = [], []
         for i in range(0, x.shape[0], 512):
             xi = x[i : i + 512].to(device=device, dtype=torch.float32)
             if norm_w is not None:
                 xi = xi * torch.rsqrt(xi.pow(2).mean(-1, keepdim=True) + eps) * norm_w
             toks.append((xi @ head.T).argmax(-1).cpu())
-        out.append(torch.cat(toks))
-    return out, source, why
+            if sub is not None and vocab is not None:
+                toks_in.append(vocab[(xi @ sub.T).argmax(-1).cpu()])
+        full.append(torch.cat(toks))
+        inv.append(torch.cat(toks_in) if sub is not None else full[-1])
+    return full, inv
 
 
 class _TargetTail:
@@ -585,47 +754,61 @@ def stage_on_device(data: Any, slots: set[int], device: Any, dtype: Any, share: 
     return True
 
 
-def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptions, device: Any, dtype: Any,
-              progress: Callable[[int], None]) -> WiringResult:
-    """Top-1/top-5 and the chain simulation for one wiring, batched causal over whole sequences."""
-    import torch
-
-    steps = max(1, opts.steps)
-    n_top1 = n_top5 = n_pos = 0
-    chain_runs = [0] * steps
-    n_chain = 0
-    fwd_s = 0.0
-    fwd_tokens = 0
+def _batches(data: Any, batch_tokens: int) -> list[list[int]]:
+    """Sample indices grouped so that (longest sequence x count) stays under `batch_tokens`."""
     batches: list[list[int]] = []
     cur: list[int] = []
     cur_max = 0
     for i, s in enumerate(data.samples):
         t = s.length
-        if cur and max(cur_max, t) * (len(cur) + 1) > opts.batch_tokens:
+        if cur and max(cur_max, t) * (len(cur) + 1) > batch_tokens:
             batches.append(cur)
             cur, cur_max = [], 0
         cur.append(i)
         cur_max = max(cur_max, t)
     if cur:
         batches.append(cur)
+    return batches
+
+
+def _assemble(data: Any, b: list[int], labels: _Labels, w: Any, steps: int, dtype: Any) -> tuple[Any, ...]:
+    """(ids, aux, labels, in-vocab labels, counted) for one batch, padded to its longest sequence."""
+    import torch
+
+    smp = [data.samples[i] for i in b]
+    tmax = max(s.length for s in smp)
+    bsz, hs = len(smp), data.hidden_size
+    ids = torch.zeros(bsz, tmax, dtype=torch.long)
+    # aux is assembled where the slots live (on the GPU when `stage_on_device` put them there)
+    aux = torch.zeros(bsz, tmax, len(w.slots) * hs, dtype=dtype, device=smp[0].slots[0].device)
+    lab = torch.full((bsz, tmax + steps + 1), -1, dtype=torch.long)
+    lab_in = lab.clone()
+    counted = torch.zeros(bsz, tmax, dtype=torch.bool)
+    for j, s in enumerate(smp):
+        t = s.length
+        ids[j, : t - 1] = s.input_ids[1:]  # position t reads token x_{t+1}
+        for c, k in enumerate(w.slots):
+            aux[j, :t, c * hs : (c + 1) * hs] = s.slots[k]
+        lab[j, :t] = labels.full[b[j]]
+        lab_in[j, :t] = (labels.in_vocab or labels.full)[b[j]]
+        counted[j, :t] = s.counted
+    return ids, aux, lab, lab_in, counted
+
+
+def _evaluate(model: Any, data: Any, labels: _Labels, w: Any, opts: CheckOptions, device: Any, dtype: Any,
+              framework: str | None, progress: Callable[[int], None]) -> WiringResult:
+    """Top-1/top-5, the chain simulation and the trainer's own metric for one wiring, batched causal
+    over whole sequences."""
+    import torch
+
+    steps = max(1, opts.steps)
+    n_top1 = n_top5 = n_pos = n_chain = fwd_tokens = 0
+    chain_runs = [0] * steps
+    fwd_s = 0.0
+    counts = tr.TrainerCounts(framework, steps)
     with torch.inference_mode():
-        for b in batches:
-            smp = [data.samples[i] for i in b]
-            tmax = max(s.length for s in smp)
-            bsz = len(smp)
-            ids = torch.zeros(bsz, tmax, dtype=torch.long)
-            # aux is assembled where the slots live (on the GPU when `stage_on_device` put them there)
-            aux = torch.zeros(bsz, tmax, len(w.slots) * data.hidden_size, dtype=dtype, device=smp[0].slots[0].device)
-            lab = torch.full((bsz, tmax + steps + 1), -1, dtype=torch.long)
-            counted = torch.zeros(bsz, tmax, dtype=torch.bool)
-            hs = data.hidden_size
-            for j, s in enumerate(smp):
-                t = s.length
-                ids[j, : t - 1] = s.input_ids[1:]  # position t reads token x_{t+1}
-                for c, k in enumerate(w.slots):
-                    aux[j, :t, c * hs : (c + 1) * hs] = s.slots[k]
-                lab[j, :t] = labels[b[j]]
-                counted[j, :t] = s.counted
+        for b in _batches(data, opts.batch_tokens):
+            ids, aux, lab, lab_in, counted = _assemble(data, b, labels, w, steps, dtype)
             ids, aux = ids.to(device), aux.to(device)
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -637,29 +820,30 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
             if device.type == "cuda":
                 torch.cuda.synchronize()
             fwd_s += time.perf_counter() - t0
-            fwd_tokens += sum(s.length for s in smp) * steps
+            fwd_tokens += sum(data.samples[i].length for i in b) * steps
             preds = [p.cpu() for p in preds]
             top5 = top5.cpu()
             # step s at t predicts the target's token after x_{t+1+s}: label index t+1+s
-            idx = torch.arange(tmax)
+            idx = torch.arange(counted.shape[1])
             lab0 = lab[:, idx + 1]
             ok0 = counted & (lab0 >= 0)
             n_pos += int(ok0.sum())
             n_top1 += int(((preds[0] == lab0) & ok0).sum())
             n_top5 += int(((top5 == lab0[..., None]).any(-1) & ok0).sum())
-            run = ok0.clone()
+            counts.add(preds, lab if framework == "specforge" else lab_in, ok0)
             valid = ok0.clone()
             for s_ in range(steps):
-                lab_s = lab[:, idx + 1 + s_]
-                valid &= lab_s >= 0
+                valid &= lab[:, idx + 1 + s_] >= 0
             n_chain += int(valid.sum())
-            run = valid.clone()
+            run = valid
             for s_ in range(steps):
-                lab_s = lab[:, idx + 1 + s_]
-                run &= preds[s_] == lab_s
+                run = run & (preds[s_] == lab[:, idx + 1 + s_])
                 chain_runs[s_] += int(run.sum())
             progress(n_pos)
     cond, tau = chain_acceptance(chain_runs, n_chain)
+    metric = counts.metric()
+    if framework is not None and labels.source == "tokens":
+        metric.definition += " (here against the data's own tokens: no target head was available)"
     return WiringResult(
         w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
         top1=round(n_top1 / n_pos, 4) if n_pos else None,
@@ -667,7 +851,7 @@ def _evaluate(model: Any, data: Any, labels: list[Any], w: Any, opts: CheckOptio
         step_accept=[round(a, 4) for a in cond],
         predicted_accept_len=round(tau, 4),
         tokens_per_s=round(fwd_tokens / fwd_s, 1) if fwd_s > 0 else None,
-        positions=n_pos, chain_positions=n_chain, note=w.note, source=w.source,
+        positions=n_pos, chain_positions=n_chain, note=w.note, source=w.source, trainer=metric.to_dict(),
     )
 
 

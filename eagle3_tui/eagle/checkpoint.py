@@ -20,8 +20,8 @@ if __package__:
     from ..errors import UserError as _ErrorBase
     from .trainers import SGLANG_0_5_6, ServedLoader
 else:  # a plain file beside accuracy.py on the GPU host
-    _ErrorBase = Exception
-    from trainers import SGLANG_0_5_6, ServedLoader  # type: ignore[no-redef]
+    _ErrorBase = Exception  # type: ignore[misc, assignment]
+    from trainers import SGLANG_0_5_6, ServedLoader  # type: ignore[no-redef, import-not-found]
 
 
 class BadInput(_ErrorBase):

@@ -38,7 +38,7 @@ if __package__:
     from .checkpoint import BadInput
 else:  # plain file beside accuracy.py
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from checkpoint import BadInput  # type: ignore[no-redef]
+    from checkpoint import BadInput  # type: ignore[no-redef, import-not-found]
 
 LAYOUTS: tuple[str, ...] = ("speculators-v1", "speculators", "specforge")
 
@@ -128,7 +128,9 @@ class ArrowRows:
     state.json), read lazily with pyarrow: row i's ``loss_mask`` and ``input_ids``."""
 
     def __init__(self, directory: str) -> None:
-        import pyarrow as pa
+        import importlib
+
+        pa: Any = importlib.import_module("pyarrow")  # optional: only this reader needs it
 
         names = _arrow_shards(directory)
         tables = []
@@ -136,7 +138,7 @@ class ArrowRows:
             source = pa.memory_map(os.path.join(directory, n))
             try:
                 tables.append(pa.ipc.open_stream(source).read_all())
-            except pa.ArrowInvalid:
+            except pa.lib.ArrowInvalid:
                 tables.append(pa.ipc.open_file(source).read_all())
         self.table = pa.concat_tables(tables) if tables else None
         self.directory = directory
@@ -238,7 +240,7 @@ def read_sample(path: str, layout: str | None = None) -> tuple[Sample, dict[str,
 
     layout = layout or layout_of(path)
     if layout == "speculators":
-        from safetensors import SafetensorError  # type: ignore[attr-defined]
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
         try:
@@ -337,7 +339,7 @@ def _trainers() -> Any:
     if __package__:
         from . import trainers
     else:
-        import trainers  # type: ignore[no-redef]
+        import trainers  # type: ignore[no-redef, import-not-found]
     return trainers
 
 

@@ -201,6 +201,7 @@ def candidate_wirings(
     config_ids_read: bool = True,
     training_slots: Sequence[int] | None = None,
     extra: Sequence[str] = (),
+    final_slot: int | None = None,
 ) -> list[Wiring]:
     """The wirings to compare on one data set.
 
@@ -208,7 +209,8 @@ def candidate_wirings(
       of a list that ends with the verifier's last state), or `training_slots` if the layout says.
     * ``serving default``: SGLang's default boundaries [2, N//2, N-3] when the data's slot boundaries
       and N are known (reported, not measured, when the data lacks one); otherwise the last A slots
-      (what SGLang feeds when the data's slots end at its default boundaries).
+      (what SGLang feeds when the data's slots end at its default boundaries), never `final_slot` (the
+      verifier's last state, boundary N, which no server captures).
     * ``draft config``: what SGLang makes of the draft config's ids (`config_ids`, None = default;
       `config_ids_read=False` when the ids sit where SGLang does not look, which means the default).
     * each entry of `extra`: a name above, ``slots:0,1,2``, ``boundaries:0,3,31`` / ``h:...``,
@@ -225,8 +227,8 @@ def candidate_wirings(
         default_b = sglang_default_boundaries(num_layers)
         out.append(wiring_from_boundaries("serving default", default_b, slot_boundaries, source="SGLang default"))
     else:
-        out.append(wiring_from_slots("serving default", tuple(range(num_slots - a, num_slots)), slot_boundaries,
-                                     source="last A slots"))
+        usable = [i for i in range(num_slots) if i != final_slot]
+        out.append(wiring_from_slots("serving default", tuple(usable[-a:]), slot_boundaries, source="last A slots"))
     if num_layers is not None:
         ids = config_ids if config_ids_read else None
         b = sglang_ids_to_boundaries(ids, num_layers)
@@ -280,9 +282,10 @@ def parse_wiring(
     if kind in ("h", "boundaries", "b"):
         return wiring_from_boundaries(spec, values, slot_boundaries, source="user boundaries")
     if kind in _OFFSET:
-        b = ids_to_boundaries(kind, values)
-        if kind == "sglang":
-            b = tuple(sorted(set(b)))
+        # every engine captures inside its layer loop, so the states reach fc in ascending order
+        b = tuple(sorted(set(ids_to_boundaries(kind, values))))
+        if len(b) != len(values):
+            raise ValueError(f"wiring {spec!r} repeats a layer id (each boundary is captured once)")
         return wiring_from_boundaries(spec, b, slot_boundaries, source=f"user {kind} ids")
     raise ValueError(
         f"wiring {spec!r} is not understood (expected training, serving, config, slots:0,1,2, "
