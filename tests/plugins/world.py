@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from eagle3_tui.ui.launch import terminate_group
+from eagle3_tui.remote.procgroup import stop_group
 
 __all__ = [
     "SimServer",
@@ -194,7 +194,7 @@ def stop_processes_under(path: Path, grace: float = 10.0) -> list[str]:
         if marker in cmdline and pgid not in own:
             groups[pgid] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
     for pgid in groups:
-        terminate_group(pgid, grace)
+        stop_group(pgid, grace)
     return list(groups.values())
 
 
