@@ -1,0 +1,139 @@
+"""The log feed over a real file and the real LocalHost follower: batched events, nothing lost, the run
+state across a rotation, a recorded log fed without a host."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.remote.local import LocalHost
+from eagle3_tui.session.events import ConnView, LogBatch, ServerView, StatsUpdated
+from eagle3_tui.session.logfeed import EMIT_INTERVAL_S, LogFeed
+from eagle3_tui.session.state import Launched, RunTracker
+from eagle3_tui.session.views import Views
+from eagle3_tui.sglang.logline import DecodeStats
+from eagle3_tui.telemetry.metrics import Telemetry
+
+
+def decode(n: int) -> str:
+    return (f"[2025-12-09 10:{n // 60 % 60:02d}:{n % 60:02d}] Decode batch, #running-req: 4, #token: 900, "
+            f"token usage: 0.01, accept len: 1.50, accept rate: 0.40, cuda graph: True, "
+            f"gen throughput (token/s): {n}.00, #queue-req: 0, \n")
+
+
+async def wait_until(pred, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+class Parts:
+    def __init__(self, host: LocalHost) -> None:
+        self.views = Views(ConnView("local"), ServerView())
+        self.telemetry = Telemetry()
+        self.tracker = RunTracker()
+        self.feed = LogFeed(host, self.tracker, self.views, self.telemetry)
+        self.batches: list[tuple[float, LogBatch]] = []
+        self.stats = 0
+        self.views.add_listener(self._hear)
+
+    def _hear(self, ev: object) -> None:
+        if isinstance(ev, LogBatch):
+            self.batches.append((time.monotonic(), ev))
+        elif isinstance(ev, StatsUpdated):
+            self.stats += 1
+
+    def lines(self) -> list[str]:
+        return [line for _, b in self.batches for line in b.lines]
+
+
+@pytest.fixture
+async def host():
+    h = LocalHost()
+    yield h
+    await h.close()
+
+
+async def test_batched_at_most_ten_a_second_and_nothing_lost(tmp_path: Path, host: LocalHost) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("")
+    p = Parts(host)
+    p.feed.start(str(log), start="begin")
+    n = 0
+    try:
+        for _ in range(30):  # many small writes, about 1.5 s
+            with log.open("a") as f:
+                for _ in range(40):
+                    f.write(decode(n))
+                    n += 1
+            await asyncio.sleep(0.05)
+        await wait_until(lambda: len(p.lines()) == n)
+    finally:
+        await p.feed.close()
+    assert p.lines() == [decode(i).rstrip("\n") for i in range(n)], "every line once, in order"
+    assert p.telemetry.decode_lines == n
+    seen = [e.gen_throughput for _, b in p.batches for e in b.events if isinstance(e, DecodeStats)]
+    assert seen == [float(i) for i in range(n)]
+    times = [t for t, _ in p.batches]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(p.batches) < 30, "writes were coalesced"
+    assert min(gaps) >= EMIT_INTERVAL_S * 0.9, gaps
+    assert 0 < p.stats <= len(p.batches)
+
+
+async def test_old_runs_crash_line_after_the_launch_does_not_fail_it(tmp_path: Path, host: LocalHost) -> None:
+    """The follower drains the rotated file: its crash arrives after `Launched`, and stays the old run's."""
+    log = tmp_path / "server.log"
+    log.write_text("[2025-12-09 10:00:00] The server is fired up and ready to roll!\n")
+    p = Parts(host)
+    p.feed.start(str(log), start="begin")
+    try:
+        await wait_until(lambda: len(p.lines()) == 1)
+        launch = p.tracker.dispatch(Launched(rotates=True)).launch
+        with log.open("a") as f:  # the old server's last words, written after the new launch began
+            f.write("[2025-12-09 10:00:01] Received sigquit from a child process. It usually means the child failed.\n"
+                    "[2025-12-09 10:00:02] next record\n")
+        await wait_until(lambda: p.tracker.state.current_failure is not None)
+        assert p.tracker.state.outcome(launch) == "pending"
+        os.rename(log, tmp_path / "server.log.1")  # what the host's launch does to a non-empty log
+        log.write_text("[2025-12-09 10:01:00] The server is fired up and ready to roll!\n")
+        await wait_until(lambda: p.tracker.state.outcome(launch) != "pending")
+        await wait_until(lambda: p.tracker.state.outcome(launch) == "ready")
+        assert p.tracker.state.failure_of(launch) is None
+    finally:
+        await p.feed.close()
+
+
+async def test_a_held_failure_is_delivered_when_the_server_is_gone(tmp_path: Path, host: LocalHost) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("")
+    p = Parts(host)
+    p.tracker.dispatch(Launched(rotates=False))
+    p.feed.start(str(log), start="begin")
+    try:
+        with log.open("a") as f:
+            f.write("[2025-12-09 10:01:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    '  File "scheduler.py", line 1, in event_loop\nRuntimeError: CUDA error: illegal memory access\n')
+        await wait_until(lambda: len(p.lines()) == 3)
+        assert p.tracker.state.failure_of(1) is None, "held until the traceback ends"
+        await p.feed.settle()
+        f = p.tracker.state.failure_of(1)
+        assert f is not None and "illegal memory access" in f.last_line
+    finally:
+        await p.feed.close()
+
+
+def test_a_recorded_log_without_a_host(tmp_path: Path) -> None:
+    p = Parts(LocalHost())
+    p.feed.ingest_now([decode(i).rstrip("\n") for i in range(5)], log_time=True)
+    assert p.telemetry.decode_lines == 5 and len(p.batches) == 1 and p.stats == 1
+    times = p.telemetry.series["gen_tps"].times()
+    assert times[-1] - times[0] == pytest.approx(4.0), "filed under the log's own timestamps"
+    assert p.feed.recent(2) == [decode(3).rstrip("\n"), decode(4).rstrip("\n")]
