@@ -107,6 +107,25 @@ def test_log_styles_parse(style: str) -> None:
     assert prefill.new_seq == 2 and prefill.new_token == 50
 
 
+def test_the_sim_writes_logsynths_lines() -> None:
+    """One SGLang log writer: the sim's lines are logsynth's, with what a CPU server prints."""
+    from eagle3_tui.sglang.logsynth import decode_line, prefill_line
+
+    stats = SimDecodeStats(3, 412, 0.01, 2.5, 0.62, 123.45, 1)
+    kw = {"running": 3, "used": 412, "usage": 0.01, "accept_len": 2.5, "num_draft_tokens": 4, "tps": 123.45, "queue": 1}
+    sim = decode_message(stats, "0.5.6")
+    assert sim == decode_line("0.5.6", **kw, accept_rate=0.62, device="cpu", graph=False)
+    assert "cpu graph: False" in sim and sim.endswith(", ")
+    assert "cuda graph: True" in decode_line("0.5.6", **kw)  # logsynth's default: a GPU server
+    assert decode_message(stats, "0.4.6") == decode_line("0.4.6", **kw, graph=False)
+    assert decode_message(stats, "0.4.1-tp0") == decode_line("0.4.1", **kw)
+    assert "graph" not in decode_line("0.4.1", **kw) and "accept rate" not in decode_line("0.4.1", **kw)
+    pf = {"new_seq": 2, "new_token": 50, "cached": 0, "usage": 0.0, "running": 1, "queue": 0}
+    assert prefill_message(2, 50, 0, 0.0, 1, 0, "0.4.6") == prefill_line(**pf, style="0.4.6")
+    assert prefill_line(**pf, style="0.4.6").startswith("Prefill batch. ")
+    assert prefill_message(2, 50, 0, 0.0, 1, 0, "0.5.6") == prefill_line(**pf)
+
+
 def test_server_http_api_and_clean_stop(sim_server) -> None:
     srv = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
                      "--speculative-num-draft-tokens", "16", "--speculative-eagle-topk", "1",
