@@ -132,7 +132,8 @@ async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: b
 
     from eagle3_tui.profile import Profile
     from eagle3_tui.session import Session
-    from eagle3_tui.ui.app import Eagle3App
+    from eagle3_tui.ui.factory import make_app
+    from eagle3_tui.ui.options import Lifecycle
     from eagle3_tui.ui.widgets.log_pane import LogPane
 
     tmp = Path(tempfile.mkdtemp())
@@ -143,10 +144,10 @@ async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: b
     async def start(s):
         await s.attach()
 
-    app = Eagle3App(session, start=start, on_exit=lambda s: s.close())
+    app = make_app(session, lifecycle=Lifecycle(start=start, on_exit=lambda s: s.close()))
     result: dict[str, float] = {}
     async with app.run_test(size=(120, 40)) as pilot:
-        while not (app.panes_ready and app.session_wired):
+        while not (app.main.panes_ready and app.main.session_wired):
             await asyncio.sleep(0.05)
         await pilot.pause(0.5)
         pane = app.query_one(LogPane)

@@ -1,8 +1,10 @@
-"""Small pure formatting helpers shared by the widgets (no Textual import, easy to test)."""
+"""Small pure formatting helpers shared by the widgets (no Textual import, easy to test).
+
+Boundaries are not formatted here: `eagle3_tui.eagle.wiring.format_boundaries` is the one format."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -23,13 +25,6 @@ def fmt_num(value: float | None, digits: int = 2) -> str:
     if isinstance(value, int):
         return str(value)
     return f"{value:.{digits}f}"
-
-
-def fmt_boundaries(boundaries: Sequence[int] | None) -> str:
-    """Boundaries as the console always shows them: h0 = embedding, hN = input of layer N."""
-    if boundaries is None:
-        return "?"
-    return "[" + ", ".join("emb" if b == 0 else f"h{b}" for b in boundaries) + "]"
 
 
 def fmt_ids(ids: Iterable[int] | None) -> str:

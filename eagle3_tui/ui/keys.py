@@ -1,77 +1,25 @@
-"""Every key of the console in one table: bindings with ids (a profile's keymap overrides them by
-id), the group they are listed under in `?` help, and which actions change the host."""
+"""Where the console's keys are listed: each binding lives on the widget, screen or app whose action it
+runs (its `BINDINGS`, with an id a profile's keymap rebinds); this module only says in which group
+and order `?` help and the palette list them, and which actions change the host."""
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from dataclasses import dataclass
 
-# (group, bindings) in the order help lists them.
-_GROUPS: list[tuple[str, list[Binding]]] = [
+from textual.binding import Binding
+from textual.dom import DOMNode
+
+# (group title, binding ids) in the order help lists them.
+HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "Live: log and charts",
-        [
-            Binding(
-                "slash",
-                "filter",
-                "Filter",
-                tooltip="Filter the log (regex; a leading ! inverts; empty clears)",
-                id="log-filter",
-            ),
-            Binding("space", "pause", "Pause", tooltip="Pause / resume following the log", id="log-pause"),
-            Binding("g", "log_top", "Log top", show=False, id="log-top"),
-            Binding("G", "log_bottom", "Log bottom", show=False, id="log-bottom"),
-            Binding("w", "wrap", "Wrap long lines", show=False, id="log-wrap"),
-            Binding("minus", "window(-1)", "Narrow chart window", show=False, id="window-narrow"),
-            Binding("plus,equals_sign", "window(1)", "Widen chart window", show=False, id="window-widen"),
-        ],
+        ("log-filter", "log-pause", "log-top", "log-bottom", "log-wrap", "log-filter-close", "window-narrow", "window-widen"),
     ),
-    (
-        "Config: presets and restart",
-        [
-            Binding(
-                "p", "preset(1)", "Preset", tooltip="Select the next preset (Config pane)", id="preset-next"
-            ),
-            Binding("P", "preset(-1)", "Previous preset", show=False, id="preset-prev"),
-            Binding("enter", "apply_preset", "Apply preset (diff first)", show=False, id="preset-apply"),
-            Binding("u", "rollback", "Roll back last apply", show=False, id="rollback"),
-            Binding("R", "restart", "Restart server", show=False, id="restart"),
-        ],
-    ),
-    (
-        "Accuracy check and benchmarks",
-        [
-            Binding(
-                "c", "check", "Check", tooltip="Run the standalone accuracy check on the host", id="check"
-            ),
-            Binding("escape", "cancel", "Cancel check / close filter", show=False, id="cancel"),
-            Binding("b", "bench", "Bench", tooltip="Run a benchmark through the HTTP API", id="bench"),
-            Binding(
-                "B", "bench_baseline", "Baseline benchmark (no speculation)", show=False, id="bench-baseline"
-            ),
-        ],
-    ),
-    (
-        "Panes",
-        [
-            Binding("1", "show_tab('live')", "Live", show=False, id="tab-live"),
-            Binding("2", "show_tab('findings')", "Findings", show=False, id="tab-findings"),
-            Binding("3", "show_tab('config')", "Config", show=False, id="tab-config"),
-            Binding("4", "show_tab('accuracy')", "Accuracy", show=False, id="tab-accuracy"),
-            Binding("5", "show_tab('ledger')", "Ledger", show=False, id="tab-ledger"),
-        ],
-    ),
-    (
-        "General",
-        [
-            Binding("question_mark,f1", "help", "Help", tooltip="Help: every key", id="help"),
-            Binding("t", "next_theme", "Next theme", show=False, id="theme-next"),
-            Binding("ctrl+s", "screenshot", "Save SVG screenshot", show=False, id="screenshot"),
-            Binding("q,ctrl+q", "quit", "Quit", id="quit"),
-        ],
-    ),
-]
-
-APP_BINDINGS: list[Binding] = [b for _, group in _GROUPS for b in group]
+    ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
+    ("Accuracy check and benchmarks", ("check", "cancel", "bench", "bench-baseline")),
+    ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
+    ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
+)
 
 # Actions that change the host: hidden and refused in --readonly.
 CHANGING = frozenset({"apply_preset", "rollback", "restart"})
@@ -87,10 +35,51 @@ _DISPLAY = {
     "enter": "enter",
 }
 
+# The palette's own key: Textual's App binds it; listed so help shows it.
+PALETTE = Binding("ctrl+p", "command_palette", "Command palette (every action, themes)", id="palette")
 
-def groups() -> list[tuple[str, list[Binding]]]:
-    extra = Binding("ctrl+p", "command_palette", "Command palette (every action, themes)", id="palette")
-    return [*_GROUPS[:-1], (_GROUPS[-1][0], [*_GROUPS[-1][1], extra])]
+
+@dataclass(frozen=True)
+class Key:
+    """One binding and the class that owns it (whose instance runs the action)."""
+
+    binding: Binding
+    owner: type[DOMNode]
+
+
+def owners() -> list[type[DOMNode]]:
+    """Every class that declares console keys (imported here, when help or the palette first opens)."""
+    from eagle3_tui.ui.app import Eagle3App
+    from eagle3_tui.ui.screens.main import MainScreen
+    from eagle3_tui.ui.widgets.config_pane import ConfigPane
+    from eagle3_tui.ui.widgets.live_pane import LivePane
+    from eagle3_tui.ui.widgets.log_pane import LogPane
+
+    return [LogPane, LivePane, ConfigPane, MainScreen, Eagle3App]
+
+
+def all_keys() -> dict[str, Key]:
+    """Binding id → key, over every owner's BINDINGS (the palette binding included)."""
+    out: dict[str, Key] = {}
+    for owner in owners():
+        for b in owner.BINDINGS:
+            if isinstance(b, Binding) and b.id:
+                out[b.id] = Key(b, owner)
+    from eagle3_tui.ui.app import Eagle3App
+
+    out[PALETTE.id or "palette"] = Key(PALETTE, Eagle3App)
+    return out
+
+
+def groups() -> list[tuple[str, list[Key]]]:
+    keys = all_keys()
+    return [(title, [keys[i] for i in ids if i in keys]) for title, ids in HELP_ORDER]
+
+
+def shown_keys(binding: Binding, keymap: dict[str, str]) -> str:
+    """The keys of a binding as help shows them, after the profile's keymap."""
+    key = keymap.get(binding.id or "", binding.key)
+    return ", ".join(display(k) for k in key.split(","))
 
 
 def display(key: str) -> str:

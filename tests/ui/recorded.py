@@ -1,49 +1,31 @@
-"""A real `Session` built on recorded state, for deterministic UI tests and snapshots.
+"""A real `Session` fed a recorded server log, for deterministic UI tests and snapshots.
 
-Nothing here is a fake: the Session, Telemetry, LogReader, doctor and preset planner are the
-project's own. Only the inputs are recorded: a server log (tests/ui/data/recorded_server.log) fed
-with its own timestamps, the seeds' launch flags, and a draft config on disk. The session is not
-attached (no host, no server), so its state cannot move while a snapshot is taken, and the app
-gets a clock frozen at the log's last line.
+Nothing here is hand-built state: the Session attaches through LocalHost to a profile whose launch
+command and draft/target configs are real files in a temp dir (the seeds' broken flags, no layer-id
+key), reads them as it would on a host (discovery, target probe, served boundaries), then the recorded
+log (tests/ui/data/recorded_server.log) goes through the session's own log feed (LogReader -> run
+state -> telemetry, under the log's own timestamps) and the doctor runs on that. No server runs, so
+the session is closed before the app sees it: its state cannot move while a snapshot is taken. The
+app's clock is frozen at the newest data point (`clock_of`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from eagle3_tui.doctor import diagnose
-from eagle3_tui.doctor.facts import Facts
-from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.profile import Profile
-from eagle3_tui.session import ServerView, Session
-from eagle3_tui.sglang import launch
-from eagle3_tui.sglang.logline import DecodeStats, LogReader
+from eagle3_tui.session import Session
 
 DATA = Path(__file__).parent / "data"
 LOG = DATA / "recorded_server.log"
-SEEDS_ARGV = [
-    "python",
-    "-m",
-    "sglang.launch_server",
-    "--model-path",
-    "/models/target",
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "/models/draft",
-    "--speculative-num-steps",
-    "1",
-    "--speculative-num-draft-tokens",
-    "16",
-    "--speculative-eagle-topk",
-    "1",
-    "--port",
-    "30000",
-]
+PORT = 30000
 DRAFT_CONFIG = (
     '{\n  "architectures": ["LlamaForCausalLMEagle3"],\n  "hidden_size": 64,\n  "num_hidden_layers": 1\n}\n'
 )
+TARGET_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 12, "hidden_size": 64}
 NUM_LAYERS = 12
 
 
@@ -51,71 +33,74 @@ def recorded_lines() -> list[str]:
     return LOG.read_text(encoding="utf-8").splitlines()
 
 
-def recorded_session(tmp: Path, *, readonly: bool = False) -> tuple[Session, float]:
-    """(session, t_end): a Session holding the recorded log's telemetry, findings and server view."""
-    profile = Profile(
+def log_end(lines: list[str]) -> float:
+    """The timestamp of the log's last timestamped line."""
+    from eagle3_tui.sglang.logline import parse_timestamp
+
+    return next(t for t in map(parse_timestamp, reversed(lines)) if t is not None)
+
+
+def seeds_argv(target: Path, draft: Path) -> list[str]:
+    return [
+        "python", "-m", "sglang.launch_server",
+        "--model-path", str(target),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", str(draft),
+        "--speculative-num-steps", "1",
+        "--speculative-num-draft-tokens", "16",
+        "--speculative-eagle-topk", "1",
+        "--port", str(PORT),
+    ]  # fmt: skip
+
+
+def recorded_profile(tmp: Path) -> Profile:
+    target, draft = tmp / "target", tmp / "draft"
+    target.mkdir(parents=True, exist_ok=True)
+    draft.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(TARGET_CONFIG), encoding="utf-8")
+    (draft / "config.json").write_text(DRAFT_CONFIG, encoding="utf-8")
+    live_log = tmp / "server.log"  # what the session follows: empty, the recording is fed below
+    live_log.write_text("", encoding="utf-8")
+    return Profile(
         name="recorded",
         local=True,
-        log_path=str(LOG),
-        launch_command=SEEDS_ARGV,
+        log_path=str(live_log),
+        launch_command=seeds_argv(target, draft),
         baseline_tps=90.0,
         data_slots=(0, 2, 6, 9),
         state_dir=str(tmp / "state"),
     )
-    session = Session(profile, readonly=readonly)
-    reader = LogReader()
-    t_end = 0.0
-    for line in recorded_lines():
-        for ev in reader.feed(line):
-            if isinstance(ev, DecodeStats) and ev.timestamp is not None:
-                session.telemetry.ingest(ev, ev.timestamp)
-                t_end = max(t_end, ev.timestamp)
-    session.telemetry.mark(t_end - 120, "preset training-wiring")
-    args = launch.parse_launch(SEEDS_ARGV)
-    eff = launch.effective(args)
-    session.telemetry.num_steps = eff.steps
-    cfg = DraftConfig.parse(DRAFT_CONFIG)
-    served = cfg.served_boundaries(NUM_LAYERS)
-    session.server = dataclasses.replace(
-        ServerView(),
-        state="ready",
-        pid=4242,
-        pgid=4242,
-        started_at=t_end - 398,
-        port=30000,
-        speculative=True,
-        steps=eff.steps,
-        topk=eff.topk,
-        draft_tokens=eff.draft_tokens,
-        requested_draft_tokens=args.num_draft_tokens,
-        layer_ids=cfg.sglang_layer_ids,
-        boundaries=served,
-        log_path=str(LOG),
-    )
-    summary = session.telemetry.summary(60.0)
-    facts = Facts(
-        launch=args,
-        effective=eff,
-        draft_config=cfg,
-        draft_config_path="/models/draft/config.json",
-        target_num_layers=NUM_LAYERS,
-        data_slot_boundaries=(0, 2, 6, 9),
-        training_convention="specforge",
-        served_boundaries=served,
-        live_accept_len=summary.accept_len,
-        live_gen_tps=summary.gen_tps,
-        baseline_tps=90.0,
-        log_has_accept_stats=True,
-    )
-    session.findings = diagnose(facts)
-    return session, t_end
+
+
+def recorded_session(tmp: Path, *, readonly: bool = False, hold_back: int = 0) -> tuple[Session, list[str]]:
+    """(session, held): a closed Session that attached and read all but the last `hold_back` lines of
+    the recorded log; `held` are those lines, for a test to feed (`session.ingest_log`) once the app
+    listens, so they reach the log pane as a real LogBatch."""
+    lines = recorded_lines()
+    fed, held = (lines[:-hold_back], lines[-hold_back:]) if hold_back else (lines, [])
+
+    async def build() -> Session:
+        session = Session(recorded_profile(tmp), readonly=readonly)
+        await session.attach()
+        session.ingest_log(fed, log_time=True)
+        session.telemetry.mark(log_end(lines) - 120, "preset training-wiring")
+        await session.refresh_findings()
+        await session.close()
+        return session
+
+    # Its own loop in a thread: the tests that call this run inside pytest-asyncio's loop.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, build()).result(), held
+
+
+def clock_of(session: Session):
+    """The app's clock: the newest data point the session holds (frozen: the session is closed)."""
+    return lambda: session.telemetry.last_time() or 0.0
 
 
 def recorded_report():
     """A CheckReport recorded from a real check run (checkjob.run_check on the demo world through
     LocalHost, 2,000 positions, steps 1; the two paths replaced by neutral ones), for the accuracy pane."""
-    import json
-
     from eagle3_tui.eagle.accuracy import CheckReport
 
     return CheckReport.from_dict(json.loads((DATA / "check_report.json").read_text(encoding="utf-8")))
@@ -138,11 +123,11 @@ def recorded_plan(session: Session):
 
 async def until_ready(pilot, timeout: float = 20.0) -> None:
     """Wait until the console mounted its panes and wired the session (they mount after the first frame)."""
-    import asyncio
     import time
 
+    main = pilot.app.main
     deadline = time.monotonic() + timeout
-    while not (pilot.app.panes_ready and pilot.app.session_wired):
+    while not (main.panes_ready and main.session_wired):
         if time.monotonic() > deadline:
             raise AssertionError("the console never finished mounting")
         await asyncio.sleep(0.02)

@@ -18,8 +18,11 @@ from textual.widgets import DataTable
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
+from eagle3_tui.session.demo import attach_and_start, free_port, stop_and_close
+from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.app import Eagle3App
-from eagle3_tui.ui.launch import _attach_and_start, _stop_and_close, free_port
+from eagle3_tui.ui.factory import make_app
+from eagle3_tui.ui.options import Lifecycle
 from eagle3_tui.ui.themes import builtin_theme_dir
 from tests.plugins.world import stop_processes_under
 from tests.ui.recorded import until_ready
@@ -86,7 +89,7 @@ async def apply_preset(pilot: Any, name: str, diff_text: str) -> None:
     await pilot.press("y")
     await wait_until(
         pilot,
-        lambda: s.server.state == "ready" and s.server.pid != old_pid and not app._busy("restart"),
+        lambda: s.server.state == "ready" and s.server.pid != old_pid and not app.main.jobs.busy("restart"),
         f"the restart with {name}",
         180,
     )
@@ -98,10 +101,9 @@ def demo_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
     profile.launch_command = [*profile.launch_command, "--decode-log-interval", "8"]  # stats sooner
     session = Session(profile)
-    yield Eagle3App(
+    yield make_app(
         session,
-        start=_attach_and_start,
-        on_exit=_stop_and_close,
+        lifecycle=Lifecycle(start=attach_and_start, on_exit=stop_and_close),
         theme_dirs=[builtin_theme_dir()],
         screenshot_dir=tmp_path / "shots",
         bench_opts={"num_prompts": 6, "concurrency": 3, "max_tokens": 24},
@@ -142,22 +144,23 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         after = accept_points_since(s, t_fix)
         assert sum(after) / len(after) > 2.05, after
         assert any("preset steps=15" in m.label for m in s.telemetry.markers)
-        data = app._accept_data(200)
+        snap = app.main.snapshot()
+        data = vm.accept_series(snap, t_end=time.time(), window_s=app.main.live.window_s, points=200)
         assert any("preset" in label for _, label in data.markers) and max(data.ys) > 2.05
 
         # accuracy check: start, cancel (the job on the host ends), start again, results side by side
         await pilot.press("c")
-        await wait_until(pilot, lambda: app._busy("check"), "the check to start", 10)
+        await wait_until(pilot, lambda: app.main.jobs.busy("check"), "the check to start", 10)
         await wait_until(pilot, lambda: bool(check_processes(s.profile.draft_path)), "the check job on the host", 60)
         # quitting while a check runs asks first; "n" keeps everything running
         await pilot.press("q")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ConfirmModal", "the quit confirmation", 10)
         assert "check" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("n")
-        assert not app.quitting and app._busy("check")
+        assert not app.quitting and app.main.jobs.busy("check")
         await pilot.pause(1.0)
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app._busy("check"), "the check to stop", 30)
+        await wait_until(pilot, lambda: not app.main.jobs.busy("check"), "the check to stop", 30)
         assert s.check is None
         # the job on the host ended with it
         draft = s.profile.draft_path
@@ -174,7 +177,7 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         # benchmark: a ledger row appears
         rows_before = len(s.ledger_rows())
         await pilot.press("b")
-        await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app._busy("bench"), "the benchmark", 180)
+        await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app.main.jobs.busy("bench"), "the benchmark", 180)
         assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
         # B: a baseline needs the server without speculation; the session says how, as a toast
         await pilot.press("B")
@@ -186,7 +189,7 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await pilot.press("y")
         await wait_until(
             pilot,
-            lambda: s.server.state == "ready" and s.server.steps == 1 and not app._busy("restart"),
+            lambda: s.server.state == "ready" and s.server.steps == 1 and not app.main.jobs.busy("restart"),
             "the rollback restart",
             180,
         )

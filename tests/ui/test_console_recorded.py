@@ -7,24 +7,36 @@ from pathlib import Path
 
 from textual.widgets import Log, TabbedContent
 
+from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.app import Eagle3App
+from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.screens.help import HelpScreen
 from eagle3_tui.ui.themes import builtin_theme_dir
 from eagle3_tui.ui.widgets.charts import TimeChart
 from eagle3_tui.ui.widgets.findings import FindingsPane
+from eagle3_tui.ui.widgets.live_pane import LivePane
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from tests.ui.recorded import recorded_lines, recorded_session, until_ready
+from tests.ui.recorded import clock_of, recorded_lines, recorded_session, until_ready
 
 
-def make_app(tmp_path: Path, **kw) -> Eagle3App:
-    session, t_end = recorded_session(tmp_path, readonly=kw.pop("readonly", False))
-    return Eagle3App(
+def recorded_app(tmp_path: Path, **kw) -> Eagle3App:
+    session, _ = recorded_session(tmp_path, readonly=kw.pop("readonly", False))
+    return make_app(
         session,
-        clock=lambda: t_end,
+        clock=clock_of(session),
         theme_dirs=[builtin_theme_dir()],
         screenshot_dir=tmp_path / "shots",
         **kw,
     )
+
+
+def chart_data(app: Eagle3App, which: str, points: int = 200) -> vm.ChartData:
+    """What the accept-length or tok/s chart draws now (the view model over the app's session)."""
+    live = app.query_one(LivePane)
+    snap = app.main.snapshot()
+    assert snap is not None
+    series = vm.accept_series if which == "accept" else vm.tps_series
+    return series(snap, t_end=live.clock(), window_s=live.window_s, points=points)
 
 
 def log_text(app: Eagle3App) -> list[str]:
@@ -38,7 +50,7 @@ async def feed(app: Eagle3App, pilot, lines: list[str]) -> None:
 
 
 async def test_filter_invert_pause_wrap_and_scroll(tmp_path):
-    app = make_app(tmp_path)
+    app = recorded_app(tmp_path)
     lines = recorded_lines()
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
@@ -87,28 +99,29 @@ async def test_filter_invert_pause_wrap_and_scroll(tmp_path):
 
 
 async def test_charts_draw_recorded_data_with_references_and_window(tmp_path):
-    app = make_app(tmp_path)
+    app = recorded_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.pause(0.8)
         chart = app.query_one("#chart-accept", TimeChart)
         assert chart.draws >= 1 and chart.points_drawn > 0
-        data = app._tps_data(200)
+        data = chart_data(app, "tps")
         assert ("baseline" in data.references[0][1]) and data.references[0][0] == 90.0
         assert any("preset" in label for _, label in data.markers)
         # the newest recorded accept length (2.5-2.8 after the fix) is at the right end
         assert data.xs[-1] <= 0 and 70 < data.ys[-1] < 90
-        narrow = app._accept_data(200)
+        narrow = chart_data(app, "accept")
+        live = app.query_one(LivePane)
         await pilot.press("minus")
-        assert app.window_s == 60.0
-        short = app._accept_data(200)
+        assert live.window_s == 60.0
+        short = chart_data(app, "accept")
         assert len(short.xs) < len(narrow.xs)
         await pilot.press("plus", "plus")
-        assert app.window_s == 900.0
+        assert live.window_s == 900.0
         # charts only redraw when visible: switch away, mark dirty, no new draw
         await pilot.press("2")
         draws = chart.draws
-        app._mark_charts()
+        live.mark_dirty()
         await pilot.pause(1.1)
         assert chart.draws == draws
         await pilot.press("1")
@@ -117,7 +130,7 @@ async def test_charts_draw_recorded_data_with_references_and_window(tmp_path):
 
 
 async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
-    app = make_app(tmp_path)
+    app = recorded_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.click("#--content-tab-findings")  # the mouse works on tabs
@@ -152,7 +165,7 @@ async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
 
 
 async def test_keymap_from_profile_rebinds_by_id(tmp_path):
-    app = make_app(tmp_path, keymap={"log-pause": "x", "help": "f2"})
+    app = recorded_app(tmp_path, keymap={"log-pause": "x", "help": "f2"})
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.press("x")
@@ -163,12 +176,13 @@ async def test_keymap_from_profile_rebinds_by_id(tmp_path):
 
 
 async def test_readonly_hides_changing_actions(tmp_path):
-    app = make_app(tmp_path, readonly=True)
+    app = recorded_app(tmp_path, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.press("3")
-        for action in ("rollback", "restart", "apply_preset"):
-            assert app.check_action(action, ()) is False
+        for action in ("rollback", "restart"):
+            assert app.main.check_action(action, ()) is False
+        assert app.main.config_pane.check_action("apply_preset", ()) is False
         await pilot.press("R")
         await pilot.press("u")
         await pilot.pause()
@@ -183,8 +197,8 @@ async def test_bad_user_theme_is_a_toast_not_a_crash(tmp_path):
     (user / "mine.toml").write_text(
         'name = "mine"\nprimary = "#123456"\n[variables]\naccept-good = "#00aa00"\n'
     )
-    session, t_end = recorded_session(tmp_path)
-    app = Eagle3App(session, clock=lambda: t_end, theme_dirs=[builtin_theme_dir(), user], theme_name="mine")
+    session, _ = recorded_session(tmp_path)
+    app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir(), user], theme="mine")
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.pause()
@@ -209,7 +223,8 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
     attaches through LocalHost and the status bar shows what it found, read-only."""
     import argparse
 
-    from eagle3_tui.ui.launch import build_app, free_port
+    from eagle3_tui.session.demo import free_port
+    from eagle3_tui.ui.launch import build_app
 
     # The profile pins a port nothing listens on (so servers other tests run here are not adopted),
     # and sets a theme and a keymap, which the console must take from it.
@@ -239,7 +254,7 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
         # a check without a draft or data: the pane says why (one sentence), nothing hangs
         await pilot.press("c")
         for _ in range(100):
-            if not app._busy("check"):
+            if not app.main.jobs.busy("check"):
                 break
             await pilot.pause(0.1)
         notes = str(app.query_one("#check-notes").render())
@@ -255,14 +270,24 @@ def test_marker_labels_do_not_overlap():
     assert got == [(-250, ""), (-247, "restart"), (-70, "bench"), (-40, "restart")]
 
 
-def test_log_highlighter_colours_failures_and_warnings():
+def test_log_colours_come_from_the_parsed_events():
+    """The pane colours what the session's LogReader said each line is (not its own regexes): the
+    failure line and its traceback, a warning, the ready line; decode stats stay plain."""
     from rich.text import Text
 
+    from eagle3_tui.sglang.logline import LogReader
+    from eagle3_tui.ui.log_levels import LineLevels
     from eagle3_tui.ui.widgets.log_pane import LogHighlighter
 
-    h = LogHighlighter()
+    levels = LineLevels()
+    h = LogHighlighter(levels)
     h.set_colors("#ff0000", "#ffff00", "#00ff00")
     lines = recorded_lines()
+    reader = LogReader()
+    for i in range(0, len(lines), 7):  # batches as the feed sends them; a failure's record may end later
+        chunk = lines[i : i + 7]
+        levels.add(chunk, [ev for line in chunk for ev in reader.feed(line)])
+    levels.add([], reader.flush())
     styled = {}
     for line in lines:
         text = Text(line)

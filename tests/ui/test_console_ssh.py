@@ -12,8 +12,9 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import Session
-from eagle3_tui.ui.app import Eagle3App
-from eagle3_tui.ui.launch import _attach, _close
+from eagle3_tui.ui.factory import make_app
+from eagle3_tui.ui.launch import attach, close
+from eagle3_tui.ui.options import Lifecycle
 from eagle3_tui.ui.themes import builtin_theme_dir
 from tests.ui.recorded import until_ready
 
@@ -41,7 +42,7 @@ async def test_ssh_follow_drop_and_reconnect(sshd: Any, tmp_path: Path, monkeypa
     session = Session(profile, readonly=True, host=host)
     kinds: list[str] = []
     session.add_listener(lambda ev: kinds.append(ev.conn.kind) if type(ev).__name__ == "ConnectionChanged" else None)
-    app = Eagle3App(session, start=_attach, on_exit=_close, theme_dirs=[builtin_theme_dir()])
+    app = make_app(session, lifecycle=Lifecycle(start=attach, on_exit=close), theme_dirs=[builtin_theme_dir()])
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await until_ready(pilot)

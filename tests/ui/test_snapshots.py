@@ -1,6 +1,8 @@
 """Snapshot tests (pytest-textual-snapshot): main screen in each theme, the diff modal, the accuracy
-results, a finding's detail and help. Deterministic: a Session on recorded state (tests/ui/recorded.py),
-a clock frozen at the log's last line, charts drawn once from that data before the snapshot.
+results, a finding's detail and help. The app is built by `make_app`, the factory the CLI uses, over a
+Session fed the recorded server log through its own log feed (tests/ui/recorded.py); the log's last
+40 lines reach the log pane as the session's LogBatch once the app listens. Deterministic: the session
+is closed, the clock frozen at the newest data point, the charts drawn once before the snapshot.
 
 Update the baselines with `pytest tests/ui/test_snapshots.py --snapshot-update` after a deliberate change."""
 
@@ -9,33 +11,39 @@ from __future__ import annotations
 import pytest
 
 from eagle3_tui.ui.app import Eagle3App
+from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.screens.modals import DiffModal
 from eagle3_tui.ui.themes import builtin_theme_dir
 from eagle3_tui.ui.widgets.charts import TimeChart
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from tests.ui.recorded import recorded_lines, recorded_plan, recorded_report, recorded_session, until_ready
+from tests.ui.recorded import clock_of, recorded_plan, recorded_report, recorded_session, until_ready
 
 SIZE = (120, 40)
+HELD = 40  # the log's last lines, fed once the app listens
 
 
 def _app(tmp_path, theme: str = "eagle3-dark", *, with_report: bool = False) -> Eagle3App:
-    session, t_end = recorded_session(tmp_path)
+    session, held = recorded_session(tmp_path, hold_back=HELD)
     if with_report:
         session.check = recorded_report()
-    return Eagle3App(
+    app = make_app(
         session,
-        clock=lambda: t_end,
-        theme_name=theme,
+        clock=clock_of(session),
+        theme=theme,
         theme_dirs=[builtin_theme_dir()],
         hint="demo: 2 findings · 3 config: p picks a preset, enter applies · c check · b benchmark · ? help",
     )
+    app.held_lines = held  # type: ignore[attr-defined]
+    return app
 
 
 async def _settle(pilot) -> None:
     app = pilot.app
     await until_ready(pilot)
     pane = app.query_one(LogPane)
-    pane.add_lines(recorded_lines()[-40:])
+    app.session.ingest_log(app.held_lines, log_time=True)  # the session's LogBatch reaches the pane
+    while pane.total_lines < HELD:
+        await pilot.pause(0.02)
     pane.flush()
     await pilot.pause()
     charts = list(app.query(TimeChart))
@@ -43,7 +51,8 @@ async def _settle(pilot) -> None:
         await pilot.pause(0.05)
     for chart in charts:
         chart.redraw()
-    app._update_strips()
+    app.main.live.update_strips()
+    app.main._show_status()
     await pilot.pause()
 
 

@@ -16,24 +16,23 @@ from eagle3_tui.ui import keys
 
 def help_markup(keymap: dict[str, str], readonly: bool) -> str:
     lines: list[str] = []
-    for group, entries in keys.groups():
+    groups = keys.groups()
+    for group, entries in groups:
         lines.append(f"[b $primary]{escape(group)}[/]")
-        for b in entries:
-            key = keymap.get(b.id or "", b.key)
-            shown = ", ".join(keys.display(k) for k in key.split(","))
+        for k in entries:
+            b = k.binding
             note = (
                 " [$foreground-muted](disabled: read-only)[/]"
                 if readonly and b.action in keys.CHANGING
                 else ""
             )
-            lines.append(f"  [b]{escape(shown):<14}[/b] {escape(b.tooltip or b.description)}{note}")
+            lines.append(f"  [b]{escape(keys.shown_keys(b, keymap)):<14}[/b] {escape(b.tooltip or b.description)}{note}")
         lines.append("")
     lines.append(
         '[$foreground-muted]Keys can be changed per host: keymap = { binding-id = "keys" } in hosts.toml.[/]'
     )
-    lines.append(
-        "[$foreground-muted]Binding ids: " + escape(", ".join(b.id or "" for b in keys.APP_BINDINGS)) + "[/]"
-    )
+    ids = [k.binding.id or "" for _, entries in groups for k in entries if k.binding.id != keys.PALETTE.id]
+    lines.append("[$foreground-muted]Binding ids: " + escape(", ".join(ids)) + "[/]")
     return "\n".join(lines)
 
 

@@ -12,7 +12,8 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_flags, fmt_ids
+from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.ui.format import fmt_duration, fmt_flags, fmt_ids
 
 
 def diff_content(diff: str) -> Content:
@@ -55,7 +56,7 @@ class DiffModal(ModalScreen[bool]):
         with Vertical(id="diff-dialog", classes="dialog"):
             yield Label(f"[b]Apply preset {escape(preset.name)}[/b]", id="diff-title")
             bounds = (
-                f" → boundaries {escape(fmt_boundaries(preset.boundaries))}"
+                f" → boundaries {escape(format_boundaries(preset.boundaries))}"
                 if preset.boundaries is not None
                 else ""
             )

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
+from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
-from eagle3_tui.ui.format import fmt_boundaries, fmt_duration, fmt_num
+from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.ui.format import fmt_duration, fmt_num
+
+if TYPE_CHECKING:
+    from eagle3_tui.eagle.accuracy import CheckReport, WiringResult
 
 # (row label, attribute, digits, as percent)
 _ROWS: list[tuple[str, str, int, bool]] = [
@@ -24,10 +29,10 @@ _ROWS: list[tuple[str, str, int, bool]] = [
 ]
 
 
-def _cell(result: Any, attr: str, digits: int, pct: bool) -> str:
+def _cell(result: WiringResult, attr: str, digits: int, pct: bool) -> str:
     value = getattr(result, attr, None)
     if attr == "boundaries":
-        return fmt_boundaries(value)
+        return format_boundaries(value)
     if attr == "step_accept" and isinstance(value, (list, tuple)):
         return " ".join(f"{v * 100:.0f}" for v in value[:6]) + ("…" if len(value) > 6 else "")
     if value is None:
@@ -40,6 +45,8 @@ def _cell(result: Any, attr: str, digits: int, pct: bool) -> str:
 
 
 class AccuracyPane(Vertical):
+    """Progress while a check runs (`show_*`), then `report` side by side, with the `served` wiring marked."""
+
     DEFAULT_CSS = """
     AccuracyPane > #check-progress { height: 3; padding: 0 1; display: none; }
     AccuracyPane.running > #check-progress { display: block; }
@@ -47,6 +54,11 @@ class AccuracyPane(Vertical):
     AccuracyPane > VerticalScroll { height: 1fr; padding: 0 1; }
     AccuracyPane > #check-keys { height: 1; color: $foreground-muted; padding: 0 1; }
     """
+
+    report: reactive[CheckReport | None] = reactive(None, init=False)
+    """The last check's report (None: no check yet)."""
+    served: reactive[tuple[int, ...] | None] = reactive(None, init=False)
+    """The boundaries the server is served with now."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="check-progress"):
@@ -75,61 +87,73 @@ class AccuracyPane(Vertical):
         self.remove_class("running")
         self.query_one("#check-notes", Static).update(note)
 
-    def show_report(self, report: Any, served: tuple[int, ...] | None) -> None:
+    def watch_report(self) -> None:
+        self._show_report()
+
+    def watch_served(self) -> None:
+        self._show_report()
+
+    def _show_report(self) -> None:
+        report = self.report
+        if report is None:
+            return
         self.remove_class("running")
-        results = list(getattr(report, "wirings", None) or [])
+        served = report.for_boundaries(self.served) if self.served is not None else None
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_column("", key="metric")
-        for i, r in enumerate(results):
-            name = str(getattr(r, "name", f"wiring {i}"))
-            if served is not None and tuple(getattr(r, "boundaries", ()) or ()) == tuple(served):
-                name += " (served)"
-            table.add_column(Text(name), key=f"w{i}")
+        for i, r in enumerate(report.wirings):
+            table.add_column(Text(r.name + (" (served)" if r is served else "")), key=f"w{i}")
         for label, attr, digits, pct in _ROWS:
-            table.add_row(Text(label, style="bold"), *(Text(_cell(r, attr, digits, pct)) for r in results))
-        self.query_one("#check-notes", Static).update(report_notes(report))
+            table.add_row(Text(label, style="bold"), *(Text(_cell(r, attr, digits, pct)) for r in report.wirings))
+        self.query_one("#check-notes", Static).update(report_notes(report, self.served))
 
 
-def report_notes(report: Any) -> str:
-    """The data, the norm probe, the checkpoint findings and the notes of a CheckReport, as markup."""
+def report_notes(report: CheckReport, served: tuple[int, ...] | None = None) -> str:
+    """The best and the served wiring, the data, the norm probe, the checkpoint findings and the
+    notes of a CheckReport, as markup."""
+    from eagle3_tui.eagle.accuracy import predicted_accept_len
+
     lines: list[str] = []
-    wirings = list(getattr(report, "wirings", None) or [])
-    scored = [w for w in wirings if w.top1 is not None]
-    if scored:
-        best = max(scored, key=lambda w: w.top1)
-        steps = getattr(report, "steps", "?")
+    best = report.best()
+    if best is not None and best.top1 is not None:
+        steps = report.steps
         lines.append(
-            f"[b]Best wiring:[/b] [$accept-good]{escape(best.name)}[/] {escape(fmt_boundaries(best.boundaries))}"
+            f"[b]Best wiring:[/b] [$accept-good]{escape(best.name)}[/] {escape(format_boundaries(best.boundaries))}"
             f" top-1 {best.top1 * 100:.1f}% · predicted accept len {fmt_num(best.predicted_accept_len)}"
             f" (chain of {steps} step{'' if steps == 1 else 's'})"
         )
+    expected = predicted_accept_len(report, served)
+    if served is not None:
+        lines.append(
+            f"[b]Served now:[/b] {escape(format_boundaries(served))}: predicted accept len {fmt_num(expected)}"
+            + ("" if expected is not None else " (no wiring of the check feeds exactly these boundaries)")
+        )
     lines.append(
-        f"[$foreground-muted]data {escape(str(getattr(report, 'data', '')))} ({escape(str(getattr(report, 'layout', '')))}),"
-        f" {getattr(report, 'files_read', 0)}/{getattr(report, 'files_total', 0)} files,"
-        f" {getattr(report, 'positions', 0)} positions, {escape(str(getattr(report, 'device', '')))}"
-        f" {escape(str(getattr(report, 'dtype', '')))}, {fmt_num(getattr(report, 'elapsed_s', None), 1)} s[/]"
+        f"[$foreground-muted]data {escape(report.data)} ({escape(report.layout)}),"
+        f" {report.files_read}/{report.files_total} files, {report.positions} positions,"
+        f" {escape(report.device)} {escape(report.dtype)}, {fmt_num(report.elapsed_s, 1)} s[/]"
     )
-    probe = list(getattr(report, "probe", None) or [])
+    probe = list(report.probe)
     if probe:
         lines.append("[b]Norm probe[/b] (which data slot holds the embedding output)")
         for p in probe:
             d = p if isinstance(p, dict) else vars(p)
             b = d.get("boundary")
-            where = f" = {fmt_boundaries([b])[1:-1]}" if b is not None else ""
+            where = f" = {format_boundaries([b])}" if b is not None else ""
             cos = d.get("embed_cosine")
             cos_txt = f", cosine with the embedding {cos:.2f}" if isinstance(cos, (int, float)) else ""
             emb = " [$accept-warn]embedding-like[/]" if d.get("embed_like") else ""
             lines.append(
                 f"  slot {d.get('slot')}{escape(where)}: mean norm {fmt_num(d.get('mean_norm'))}{escape(cos_txt)}{emb}"
             )
-    findings = list(getattr(report, "findings", None) or [])
+    findings = list(report.findings)
     lines.append("[b]Checkpoint[/b]" + ("" if findings else ": every tensor maps onto SGLang's llama_eagle3"))
     for f in findings:
         d = f if isinstance(f, dict) else vars(f)
         lines.append(
             f"  [$accept-bad]{escape(str(d.get('kind', '')))}[/] {escape(str(d.get('tensor', '')))}: {escape(str(d.get('message', '')))}"
         )
-    for note in getattr(report, "notes", None) or []:
+    for note in report.notes:
         lines.append(f"[$foreground-muted]· {escape(str(note))}[/]")
     return "\n".join(lines)

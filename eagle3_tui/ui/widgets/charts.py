@@ -16,7 +16,7 @@ from textual.app import RenderResult
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
-from eagle3_tui.ui.widgets.chart_data import ChartData
+from eagle3_tui.ui.viewmodel import ChartData
 
 
 def _rgb(app: Any, var: str, fallback: str) -> tuple[int, int, int]:
@@ -67,7 +67,7 @@ class TimeChart(PlotextPlot):
         self.dirty = True
         self.last_draw = 0.0
         self.draws = 0  # how many times the plot was rebuilt (tests and the benchmark read it)
-        self._frame: Text | None = None
+        self._frame: RenderResult | None = None
         self._building = False
         self.points_drawn = 0
 
@@ -102,7 +102,7 @@ class TimeChart(PlotextPlot):
             frame = None
         self.app.call_from_thread(self._set_frame, frame)
 
-    def _set_frame(self, frame: Text | None) -> None:
+    def _set_frame(self, frame: RenderResult | None) -> None:
         self._building = False
         if frame is not None:
             self._frame = frame

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
+from textual.reactive import reactive
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
+
+if TYPE_CHECKING:
+    from eagle3_tui.doctor.findings import Finding
 
 _SEVERITY = {
     "error": ("✖", "$accept-bad"),
@@ -18,12 +21,12 @@ _SEVERITY = {
 }
 
 
-def finding_label(f: Any) -> str:
+def finding_label(f: Finding) -> str:
     icon, var = _SEVERITY.get(f.severity, ("?", "$foreground"))
     return f"[{var}]{icon}[/] {escape(f.title)}"
 
 
-def finding_detail(f: Any) -> str:
+def finding_detail(f: Finding) -> str:
     icon, var = _SEVERITY.get(f.severity, ("?", "$foreground"))
     lines = [
         f"[b][{var}]{icon} {escape(f.severity.upper())}[/][/b]  [b]{escape(f.title)}[/b]",
@@ -45,18 +48,16 @@ class FindingsPane(Horizontal):
     FindingsPane > VerticalScroll { width: 3fr; height: 1fr; padding: 0 1; border-left: vkey $panel; }
     """
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.findings: list[Any] = []
+    findings: reactive[tuple[Finding, ...]] = reactive((), init=False, always_update=True)
+    """The doctor's findings, worst first (as the session ordered them)."""
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="findings-list")
         with VerticalScroll():
             yield Static("No findings yet: the doctor runs once the host is attached.", id="finding-detail")
 
-    def set_findings(self, findings: Sequence[Any]) -> None:
-        keep = self._selected_rule()
-        self.findings = list(findings)
+    def watch_findings(self, old: tuple[Finding, ...], new: tuple[Finding, ...]) -> None:
+        keep = self._selected_rule(old)
         ol = self.query_one(OptionList)
         ol.clear_options()
         ol.add_options([Option(finding_label(f), id=f"{i}") for i, f in enumerate(self.findings)])
@@ -69,11 +70,11 @@ class FindingsPane(Horizontal):
         ol.highlighted = index
         self._show(index)
 
-    def _selected_rule(self) -> str | None:
+    def _selected_rule(self, findings: tuple[Finding, ...]) -> str | None:
         ol = self.query_one(OptionList)
-        if ol.highlighted is None or ol.highlighted >= len(self.findings):
+        if ol.highlighted is None or ol.highlighted >= len(findings):
             return None
-        return self.findings[ol.highlighted].rule_id
+        return findings[ol.highlighted].rule_id
 
     def _show(self, index: int | None) -> None:
         if index is None or index >= len(self.findings):

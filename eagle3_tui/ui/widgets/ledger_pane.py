@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar
+
+from eagle3_tui.eagle.wiring import format_boundaries
+
+if TYPE_CHECKING:
+    from eagle3_tui.telemetry.ledger import LedgerRow
 
 # Config keys shown as their own columns, in this order.
 _CONFIG_KEYS = ("preset", "steps", "topk", "draft_tokens", "boundaries")
 
 
 def _short(value: Any) -> str:
+    """A cell: numbers with two decimals, anything else as text."""
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -25,12 +31,20 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def row_cells(row: Any) -> list[str]:
+def _boundaries(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return format_boundaries(value)
+    return _short(value)
+
+
+def row_cells(row: LedgerRow) -> list[str]:
     """Cells for one LedgerRow: id, when, kind, config columns, accept len, tok/s, speedup, note
     (the host is the session's own, so it is not a column)."""
     when = time.strftime("%m-%d %H:%M", time.localtime(row.ts))
     cells = [str(row.id), when, row.kind]
-    cells += [_short(row.config.get(k)) for k in _CONFIG_KEYS]
+    cells += [
+        _boundaries(row.config.get(k)) if k == "boundaries" else _short(row.config.get(k)) for k in _CONFIG_KEYS
+    ]
     cells += [_short(row.accept_len), _short(row.tok_s), _short(row.results.get("speedup")), row.note or ""]
     return cells
 
@@ -43,12 +57,14 @@ class LedgerPane(Vertical):
     LedgerPane > #ledger-keys { height: 1; color: $foreground-muted; padding: 0 1; }
     """
 
+    rows: reactive[tuple[LedgerRow, ...]] = reactive((), init=False)
+    """The ledger's rows for this host, oldest first."""
+
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-row"):
             yield Label("", id="bench-label")
             yield ProgressBar(total=100, show_eta=False, id="bench-bar")
-        table = DataTable(id="ledger-table", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield DataTable[Text](id="ledger-table", cursor_type="row", zebra_stripes=True)
         yield Label("b benchmark · B baseline (no speculation)", id="ledger-keys")
 
     def on_mount(self) -> None:
@@ -57,7 +73,7 @@ class LedgerPane(Vertical):
             "#", "when", "kind", "preset", "steps", "topk", "draft", "boundaries", "accept", "tok/s", "speedup", "note"
         )
 
-    def set_rows(self, rows: Sequence[Any]) -> None:
+    def watch_rows(self, rows: tuple[LedgerRow, ...]) -> None:
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:

@@ -1,4 +1,5 @@
-"""The live log: batched writes, failures and warnings coloured, regex filter, pause, wrap.
+"""The live log: batched writes, failures and warnings coloured from the parsed events, regex filter,
+pause, wrap.
 
 Lines arrive in batches from the session; they go into a bounded deque (the pane's own history,
 used to re-filter and re-wrap) and into a pending list that a timer flushes with one
@@ -9,49 +10,49 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Vertical
+from textual.markup import escape
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import Input, Label, Log
 
+from eagle3_tui.sglang.logline import LogEvent
 from eagle3_tui.ui.format import wrap_line
-
-_BAD = re.compile(
-    r"Traceback|Error|ERROR|exception|Exception|sigquit|SIGQUIT|Segmentation fault|illegal memory access|Killed"
-    r'|^\s+File "|^\s+\^+\s*$'  # the body of a Python traceback
-)
-_WARN = re.compile(r"WARNING|Warning|warning|overrid")
-_GOOD = re.compile(r"fired up and ready to roll")
+from eagle3_tui.ui.log_levels import Level, LineLevels
 
 
 class LogHighlighter(Highlighter):
-    """Whole-line colour for failures and warnings; styles come from the theme's variables."""
+    """Whole-line colour for the lines the session parsed as failures, warnings or the ready line;
+    the styles come from the theme's variables."""
 
-    def __init__(self) -> None:
-        self.bad = Style(color="red")
-        self.warn = Style(color="yellow")
-        self.good = Style(color="green")
+    def __init__(self, levels: LineLevels) -> None:
+        self.levels = levels
+        self.styles: dict[Level, Style] = {
+            "bad": Style(color="red"),
+            "warn": Style(color="yellow"),
+            "good": Style(color="green", bold=True),
+        }
 
     def set_colors(self, bad: str, warn: str, good: str) -> None:
-        self.bad = Style(color=Color.parse(bad).rich_color)
-        self.warn = Style(color=Color.parse(warn).rich_color)
-        self.good = Style(color=Color.parse(good).rich_color, bold=True)
+        self.styles = {
+            "bad": Style(color=Color.parse(bad).rich_color),
+            "warn": Style(color=Color.parse(warn).rich_color),
+            "good": Style(color=Color.parse(good).rich_color, bold=True),
+        }
 
     def highlight(self, text: Text) -> None:
-        plain = text.plain
-        if _BAD.search(plain):
-            text.stylize(self.bad)
-        elif _WARN.search(plain):
-            text.stylize(self.warn)
-        elif _GOOD.search(plain):
-            text.stylize(self.good)
+        level = self.levels.level(text.plain)
+        if level is not None:
+            text.stylize(self.styles[level])
 
 
 def compile_filter(text: str) -> tuple[re.Pattern[str] | None, bool]:
@@ -64,7 +65,22 @@ def compile_filter(text: str) -> tuple[re.Pattern[str] | None, bool]:
 
 
 class LogPane(Vertical):
-    """Log widget + filter input + a one-line state label."""
+    """Log widget + filter input + a one-line state label; owns the log's keys."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            tooltip="Filter the log (regex; a leading ! inverts; empty clears)",
+            id="log-filter",
+        ),
+        Binding("space", "pause", "Pause", tooltip="Pause / resume following the log", id="log-pause"),
+        Binding("g", "log_top", "Log top", show=False, id="log-top"),
+        Binding("G", "log_bottom", "Log bottom", show=False, id="log-bottom"),
+        Binding("w", "wrap", "Wrap long lines", show=False, id="log-wrap"),
+        Binding("escape", "close_filter", "Close the filter", show=False, id="log-filter-close"),
+    ]
 
     DEFAULT_CSS = """
     LogPane { height: 1fr; }
@@ -75,9 +91,23 @@ class LogPane(Vertical):
     """
 
     class FilterError(Message):
+        """The filter text is not a valid regex (the old filter stays)."""
+
         def __init__(self, error: str) -> None:
             super().__init__()
             self.error = error
+
+    class FilterChanged(Message):
+        """A new filter applies (`text` empty: no filter)."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    paused: reactive[bool] = reactive(False, init=False)
+    """Following stopped: new lines are kept and counted, the view stays."""
+    wrap: reactive[bool] = reactive(False, init=False)
+    """Long lines are cut into rows of the pane's width."""
 
     def __init__(self, *, history: int = 10_000, rebuild_rows: int = 2_000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -86,14 +116,13 @@ class LogPane(Vertical):
         self.skipped_on_screen = 0
         self.history: deque[str] = deque(maxlen=history)
         self.pending: list[str] = []
-        self.paused = False
         self.new_while_paused = 0
-        self.wrap = False
         self.pattern: re.Pattern[str] | None = None
         self.inverted = False
         self.filter_text = ""
         self.total_lines = 0
-        self.highlighter = LogHighlighter()
+        self.levels = LineLevels(capacity=2 * history)
+        self.highlighter = LogHighlighter(self.levels)
 
     def compose(self) -> ComposeResult:
         yield Label("", id="log-state")
@@ -122,8 +151,16 @@ class LogPane(Vertical):
             self.rebuild()
 
     # -- feeding -------------------------------------------------------------------------------
+    def add_batch(self, lines: Sequence[str], events: Sequence[LogEvent]) -> None:
+        """One LogBatch: the events say which lines are failures, warnings or the ready line."""
+        if self.levels.add(lines, events) and self.is_mounted:
+            log = self.log_widget
+            log.notify_style_update()  # a failure's lines were drawn before its record ended
+            log.refresh()
+        self.add_lines(lines)
+
     def add_lines(self, lines: Iterable[str]) -> None:
-        """Called for each LogBatch; cheap: the widget is written by `flush` on a timer."""
+        """Cheap: the widget is written by `flush` on a timer."""
         lines = list(lines)
         self.total_lines += len(lines)
         self.history.extend(lines)
@@ -146,13 +183,18 @@ class LogPane(Vertical):
         lines = list(lines)
         if last is not None:
             lines = lines[-last:]
-        if self.wrap:
-            width = max(self.log_widget.size.width - 1, 20)
-            out: list[str] = []
-            for ln in lines:
-                out.extend(wrap_line(ln, width))
-            return out[-last:] if last is not None else out
-        return lines
+        if not self.wrap:
+            return lines
+        width = max(self.log_widget.size.width - 1, 20)
+        out: list[str] = []
+        for ln in lines:
+            rows = wrap_line(ln, width)
+            level = self.levels.level(ln) if len(rows) > 1 else None
+            if level is not None:
+                for row in rows:
+                    self.levels.set(row, level)
+            out.extend(rows)
+        return out[-last:] if last is not None else out
 
     def flush(self) -> None:
         """Write what arrived since the last flush. In a flood (more than `flush_cap` lines per
@@ -180,7 +222,7 @@ class LogPane(Vertical):
         log.scroll_end(animate=False)
         self._update_state()
 
-    # -- actions -------------------------------------------------------------------------------
+    # -- filter --------------------------------------------------------------------------------
     def set_filter(self, text: str) -> bool:
         try:
             pattern, inverted = compile_filter(text)
@@ -191,50 +233,59 @@ class LogPane(Vertical):
         self.query_one("#log-filter", Input).remove_class("-invalid")
         self.pattern, self.inverted, self.filter_text = pattern, inverted, text if pattern else ""
         self.rebuild()
+        self.post_message(self.FilterChanged(self.filter_text))
         return True
 
-    def open_filter(self) -> None:
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.set_filter(event.value):
+            self.action_close_filter()
+
+    # -- actions (the keys above) ------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close_filter":
+            return self.has_class("filtering")  # otherwise esc belongs to whoever is next in line
+        return True
+
+    def action_filter(self) -> None:
         self.add_class("filtering")
         box = self.query_one("#log-filter", Input)
         box.value = self.filter_text
         box.focus()
         box.select_all()  # typing replaces the old filter; arrows keep it
 
-    def close_filter(self) -> None:
+    def action_close_filter(self) -> None:
         self.remove_class("filtering")
         self.log_widget.focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        if self.set_filter(event.value):
-            self.close_filter()
-
-    def toggle_pause(self) -> None:
+    def action_pause(self) -> None:
         self.paused = not self.paused
-        if self.paused:
-            self.log_widget.auto_scroll = False
-            self.rebuild()  # the frozen view is the history itself: nothing skipped in a flood
-        else:
-            self.log_widget.auto_scroll = True
-            self.new_while_paused = 0
-            self.rebuild()
-        self._update_state()
 
-    def toggle_wrap(self) -> None:
+    def action_wrap(self) -> None:
         self.wrap = not self.wrap
-        self.rebuild()
+        self.notify("wrap on" if self.wrap else "wrap off", timeout=2)
 
-    def top(self) -> None:
+    def action_log_top(self) -> None:
         self.log_widget.scroll_home(animate=False)
 
-    def bottom(self) -> None:
+    def action_log_bottom(self) -> None:
         self.log_widget.scroll_end(animate=False)
+
+    def watch_paused(self, paused: bool) -> None:
+        # Paused: the frozen view is the history itself (nothing skipped in a flood); resumed: follow again.
+        self.log_widget.auto_scroll = not paused
+        if not paused:
+            self.new_while_paused = 0
+        self.rebuild()
+
+    def watch_wrap(self) -> None:
+        self.rebuild()
 
     def _update_state(self) -> None:
         bits = ["[b]PAUSED[/b] (space resumes)" if self.paused else "following"]
         if self.filter_text:
             bits.append(
-                f"filter {'NOT ' if self.inverted else ''}/{_esc(self.pattern.pattern if self.pattern else '')}/"
+                f"filter {'NOT ' if self.inverted else ''}/{escape(self.pattern.pattern if self.pattern else '')}/"
             )
         if self.wrap:
             bits.append("wrap")
@@ -245,11 +296,5 @@ class LogPane(Vertical):
         if self.paused:
             self.query_one("#log-state", Label).update(
                 f"[b]PAUSED[/b] (space resumes) · +{self.new_while_paused} new lines"
-                + (f" · filter /{_esc(self.filter_text)}/" if self.filter_text else "")
+                + (f" · filter /{escape(self.filter_text)}/" if self.filter_text else "")
             )
-
-
-def _esc(text: str) -> str:
-    from textual.markup import escape
-
-    return escape(text)

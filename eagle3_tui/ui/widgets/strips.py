@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
+from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import reactive
 from textual.widgets import Label, Sparkline
+
+from eagle3_tui.ui.viewmodel import StripView
 
 
 class Strip(Vertical):
@@ -18,14 +19,17 @@ class Strip(Vertical):
     Strip > Sparkline { height: 1; width: 1fr; }
     """
 
-    def __init__(self, label: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    view: reactive[StripView] = reactive(StripView)
+    """The values drawn and the newest one as text (the view model's `strip_view`)."""
+
+    def __init__(self, label: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self._label = label
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Label(self._label, classes="strip-label")
         yield Sparkline([], summary_function=max)
 
-    def set_values(self, values: Sequence[float], last: str) -> None:
-        self.query_one(Label).update(f"{self._label}  {last}")
-        self.query_one(Sparkline).data = list(values)
+    def watch_view(self, view: StripView) -> None:
+        self.query_one(Label).update(f"{self._label}  {view.last}")
+        self.query_one(Sparkline).data = list(view.values)

@@ -1,0 +1,84 @@
+"""Which log lines the log pane colours, read from the events the session parsed them into.
+
+The pane never classifies a line itself: `LogBatch` carries the lines and the `LogReader` events for
+them, in order. Every line but a failure's traceback yields one event whose `.line` is that line;
+a `Failure` arrives when its record ends (possibly one batch later), and the lines from its header
+up to the next event's line are its traceback. Lines not yet accounted for wait in a bounded tail.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Literal
+
+from eagle3_tui.sglang.logline import Failure, LogEvent, ServerReady, ServerWarning
+
+Level = Literal["bad", "warn", "good"]
+
+
+def event_level(event: LogEvent) -> Level | None:
+    if isinstance(event, Failure):
+        return "bad"
+    if isinstance(event, ServerWarning):
+        return "warn"
+    if isinstance(event, ServerReady):
+        return "good"
+    return None
+
+
+class LineLevels:
+    """Line text → level, for the lines that have one (bounded: the oldest entries go first)."""
+
+    def __init__(self, capacity: int = 20_000, waiting: int = 2_000) -> None:
+        self.capacity = capacity
+        self._levels: OrderedDict[str, Level] = OrderedDict()
+        self._waiting: deque[str] = deque(maxlen=waiting)  # lines no event has claimed yet
+
+    def level(self, text: str) -> Level | None:
+        return self._levels.get(text)
+
+    def set(self, text: str, level: Level) -> None:
+        levels = self._levels
+        levels[text] = level
+        levels.move_to_end(text)
+        while len(levels) > self.capacity:
+            levels.popitem(last=False)
+
+    def add(self, lines: Sequence[str], events: Sequence[LogEvent]) -> bool:
+        """Take one batch. True when a line of an earlier batch got its level only now (a failure
+        whose record ended in this batch): what is already drawn must be redrawn."""
+        earlier = len(self._waiting)
+        pending = [*self._waiting, *(ln.rstrip("\r\n") for ln in lines)]
+        cursor = 0
+        failure_open = False
+        late = False
+        for event in events:
+            index = _find(pending, event.line, cursor)
+            if index is None:
+                continue
+            if failure_open:  # everything between the failure's header and this line was its traceback
+                late |= self._mark(pending, cursor, index, "bad", earlier)
+            level = event_level(event)
+            if level is not None:
+                late |= self._mark(pending, index, index + 1, level, earlier)
+            failure_open = isinstance(event, Failure)
+            cursor = index + 1
+        if failure_open:
+            late |= self._mark(pending, cursor, len(pending), "bad", earlier)
+            cursor = len(pending)
+        self._waiting.clear()
+        self._waiting.extend(pending[cursor:])
+        return late
+
+    def _mark(self, pending: list[str], start: int, stop: int, level: Level, earlier: int) -> bool:
+        for text in pending[start:stop]:
+            self.set(text, level)
+        return start < earlier and start < stop
+
+
+def _find(lines: list[str], text: str, start: int) -> int | None:
+    for i in range(start, len(lines)):
+        if lines[i] == text:
+            return i
+    return None

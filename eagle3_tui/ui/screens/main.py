@@ -1,0 +1,529 @@
+"""The main screen: the status bar, the five tabs and the session's jobs.
+
+Session events arrive as `FromSession.*` messages (ui/messages.py), each with its own handler; what a
+widget shows comes from the view model over a snapshot of the session. The screen owns the verbs that
+start jobs on the host (apply, roll back, restart, check, benchmark) so they work from every tab; the
+panes own the keys that only mean something inside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.dom import DOMNode
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Label, TabbedContent, TabPane
+
+from eagle3_tui.ui import viewmodel as vm
+from eagle3_tui.ui.jobs import Jobs, err_text
+from eagle3_tui.ui.messages import FromSession, SessionMessage, message_for
+from eagle3_tui.ui.options import ConsoleOptions, SessionHook
+from eagle3_tui.ui.widgets.config_pane import ConfigPane
+from eagle3_tui.ui.widgets.live_pane import LivePane
+from eagle3_tui.ui.widgets.log_pane import LogPane
+from eagle3_tui.ui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from eagle3_tui.profile import Preset
+    from eagle3_tui.session import Session
+    from eagle3_tui.ui.keys import Key
+    from eagle3_tui.ui.screens.modals import ConfirmModal
+    from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
+    from eagle3_tui.ui.widgets.findings import FindingsPane
+    from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
+
+M = TypeVar("M", bound=SessionMessage)
+
+# Tab id → the widget that takes the focus when the tab is shown.
+FOCUS = {
+    "live": "#log",
+    "findings": "#findings-list",
+    "config": "#preset-list",
+    "accuracy": "#check-table",
+    "ledger": "#ledger-table",
+}
+CHECK_STOPPED = "check cancelled: the job on the host was stopped"
+
+
+def while_mounted(handler: Callable[[MainScreen, M], None]) -> Callable[[MainScreen, M], None]:
+    """A session message handler that does nothing before the panes exist or while they are torn down."""
+
+    @functools.wraps(handler)
+    def guarded(self: MainScreen, message: M) -> None:
+        if not self.panes_ready:
+            return
+        with contextlib.suppress(NoMatches):
+            handler(self, message)
+
+    return guarded
+
+
+class MainScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "preset(1)", "Preset", tooltip="Select the next preset (Config pane)", id="preset-next"),
+        Binding("P", "preset(-1)", "Previous preset", show=False, id="preset-prev"),
+        Binding("u", "rollback", "Roll back last apply", show=False, id="rollback"),
+        Binding("R", "restart", "Restart server", show=False, id="restart"),
+        Binding("c", "check", "Check", tooltip="Run the standalone accuracy check on the host", id="check"),
+        Binding("escape", "cancel", "Cancel the check / benchmark", show=False, id="cancel"),
+        Binding("b", "bench", "Bench", tooltip="Run a benchmark through the HTTP API", id="bench"),
+        Binding("B", "bench_baseline", "Baseline benchmark (no speculation)", show=False, id="bench-baseline"),
+        Binding("1", "show_tab('live')", "Live", show=False, id="tab-live"),
+        Binding("2", "show_tab('findings')", "Findings", show=False, id="tab-findings"),
+        Binding("3", "show_tab('config')", "Config", show=False, id="tab-config"),
+        Binding("4", "show_tab('accuracy')", "Accuracy", show=False, id="tab-accuracy"),
+        Binding("5", "show_tab('ledger')", "Ledger", show=False, id="tab-ledger"),
+    ]
+
+    def __init__(self, options: ConsoleOptions) -> None:
+        super().__init__()
+        self.options = options
+        self.clock = options.clock
+        self.session: Session | None = None
+        self.jobs = Jobs(self)
+        self.panes_ready = False
+        self.session_wired = False
+        self.restart_note = ""
+        self._start: SessionHook | None = None
+
+    # -- layout -----------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with TabbedContent(initial="live", id="tabs"):
+            with TabPane("1 Live", id="live"):
+                yield LivePane(self.snapshot, clock=self.clock, chart_hz=self.options.chart_hz, id="live-pane")
+            for title, tab in (("2 Findings", "findings"), ("3 Config", "config"), ("4 Accuracy", "accuracy"), ("5 Ledger", "ledger")):
+                yield TabPane(title, id=tab)
+        yield Label(escape(self.options.hint), id="hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._set_short()
+        self.query_one("#hint").display = bool(self.options.hint)
+        self.set_interval(1.0 / max(self.options.chart_hz, 0.1), self._chart_tick)
+        self.set_interval(1.0, self._second_tick)
+        # The panes mount after the first frame: the first frame pays only for what it shows.
+        self.call_after_refresh(self._mount_panes)
+
+    def on_resize(self) -> None:
+        self._set_short()
+
+    def _set_short(self) -> None:
+        # Small terminals (80x24): the charts shrink so the log keeps some rows.
+        self.set_class(self.app.size.height < 32, "-short")
+
+    async def _mount_panes(self) -> None:
+        from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
+        from eagle3_tui.ui.widgets.findings import FindingsPane
+        from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
+
+        live = self.live
+        if not live.is_attached:
+            return
+        await live.mount_charts()
+        for tab, pane in (
+            ("findings", FindingsPane(id="findings-pane")),
+            ("config", ConfigPane(id="config-pane")),
+            ("accuracy", AccuracyPane(id="accuracy-pane")),
+            ("ledger", LedgerPane(id="ledger-pane")),
+        ):
+            target = self.query_one(f"#{tab}", TabPane)
+            if not target.is_attached:
+                return
+            await target.mount(pane)
+        self.panes_ready = True
+        self._focus_tab(self.tabs.active)
+        if self.session is not None:
+            self._wire_session()
+
+    # -- typed accessors ----------------------------------------------------------------------------
+    @property
+    def tabs(self) -> TabbedContent:
+        return self.query_one(TabbedContent)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def live(self) -> LivePane:
+        return self.query_one(LivePane)
+
+    @property
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
+
+    @property
+    def findings_pane(self) -> FindingsPane:
+        from eagle3_tui.ui.widgets.findings import FindingsPane
+
+        return self.query_one(FindingsPane)
+
+    @property
+    def config_pane(self) -> ConfigPane:
+        return self.query_one(ConfigPane)
+
+    @property
+    def accuracy_pane(self) -> AccuracyPane:
+        from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
+
+        return self.query_one(AccuracyPane)
+
+    @property
+    def ledger_pane(self) -> LedgerPane:
+        from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
+
+        return self.query_one(LedgerPane)
+
+    @property
+    def readonly(self) -> bool:
+        return bool(self.session is not None and self.session.readonly)
+
+    def snapshot(self) -> vm.Snapshot | None:
+        return vm.snapshot_of(self.session) if self.session is not None else None
+
+    # -- the session --------------------------------------------------------------------------------
+    def attach_session(self, session: Session, start: SessionHook | None = None) -> None:
+        """Show this session (now, or once the panes are mounted) and run `start` as the attach job."""
+        self.session = session
+        self._start = start
+        if self.panes_ready:
+            self._wire_session()
+
+    def _wire_session(self) -> None:
+        session = self.session
+        assert session is not None
+        self.session_wired = True
+        session.add_listener(self._listener)
+        self._render_all(session)
+        if self._start is not None:
+            self.jobs.run("attach", self._start(session), "attach")
+
+    def detach_session(self) -> None:
+        if self.session is not None and self.session_wired:
+            with contextlib.suppress(ValueError):
+                self.session.remove_listener(self._listener)
+
+    def _listener(self, event: object) -> None:
+        """Called by the session, from any task or thread: post the event's message to this screen."""
+        message = message_for(event)
+        if message is not None:
+            self.post_message(message)
+
+    def _render_all(self, session: Session) -> None:
+        self._show_status()
+        self.findings_pane.findings = tuple(session.findings or ())
+        self._show_presets()
+        self.config_pane.served = session.server
+        self.config_pane.readonly = session.readonly
+        self.accuracy_pane.served = session.server.boundaries
+        self.accuracy_pane.report = session.check
+        self._reload_ledger_rows()
+        self.live.mark_dirty()
+        self.refresh_bindings()
+
+    def _show_status(self) -> None:
+        snap = self.snapshot()
+        if snap is not None:
+            self.status.parts = vm.status_parts(snap, now=self.clock(), restart_note=self.restart_note)
+
+    def preset_list(self) -> list[Preset]:
+        if self.session is None:
+            return []
+        try:
+            return list(self.session.presets())
+        except Exception as err:
+            self.notify(f"cannot list presets: {err_text(err)}", severity="error")
+            return []
+
+    def _show_presets(self) -> None:
+        pane = self.config_pane
+        pane.presets = tuple(self.preset_list())
+        pane.active = self.session.server.active_preset if self.session is not None else None
+
+    def _reload_ledger_rows(self) -> None:
+        if self.session is None:
+            return
+        try:
+            rows = self.session.ledger_rows()
+        except Exception as err:  # an unreadable ledger is a toast; the rest keeps working
+            self.notify(f"ledger unreadable: {err_text(err)}", severity="warning")
+            return
+        self.ledger_pane.rows = tuple(rows)
+
+    # -- one handler per session event ----------------------------------------------------------------
+    @on(FromSession.ConnectionChanged)
+    @while_mounted
+    def _show_connection(self, message: FromSession.ConnectionChanged) -> None:
+        conn = message.event.conn
+        self._show_status()
+        if conn.kind == "failed":
+            self.notify(f"connection failed: {conn.reason or ''}", severity="error", timeout=10)
+        elif conn.kind == "reconnecting" and conn.attempt == 1:
+            self.notify("connection lost, reconnecting…", severity="warning")
+
+    @on(FromSession.ServerChanged)
+    @while_mounted
+    def _show_server(self, message: FromSession.ServerChanged) -> None:
+        server = message.event.server
+        self._show_status()
+        self.config_pane.served = server
+        self.accuracy_pane.served = server.boundaries
+        self._show_presets()
+        if server.state == "failed":
+            self.notify("server failed\n" + "\n".join(list(server.log_tail)[-5:]), severity="error", timeout=15)
+        self.live.mark_dirty()
+
+    @on(FromSession.LogBatch)
+    @while_mounted
+    def _append_log(self, message: FromSession.LogBatch) -> None:
+        self.log_pane.add_batch(message.event.lines, message.event.events)
+
+    @on(FromSession.StatsUpdated)
+    @while_mounted
+    def _mark_charts(self, message: FromSession.StatsUpdated) -> None:
+        self.live.mark_dirty()
+
+    @on(FromSession.FindingsChanged)
+    @while_mounted
+    def _show_findings(self, message: FromSession.FindingsChanged) -> None:
+        self.findings_pane.findings = tuple(message.event.findings)
+        self._show_status()
+
+    @on(FromSession.RestartProgress)
+    @while_mounted
+    def _show_restart_progress(self, message: FromSession.RestartProgress) -> None:
+        ev = message.event
+        self.restart_note = vm.restart_note(ev.phase, ev.message, ev.elapsed_s)
+        self.config_pane.restart_note = self.restart_note
+        self._show_status()
+
+    @on(FromSession.CheckProgress)
+    @while_mounted
+    def _show_check_progress(self, message: FromSession.CheckProgress) -> None:
+        ev = message.event
+        self.accuracy_pane.show_progress(ev.done, ev.total, ev.eta_s, ev.wiring)
+
+    @on(FromSession.CheckFinished)
+    @while_mounted
+    def _show_check_result(self, message: FromSession.CheckFinished) -> None:
+        ev = message.event
+        pane = self.accuracy_pane
+        if ev.error == "cancelled":
+            pane.show_stopped(CHECK_STOPPED)
+        elif ev.error:
+            pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(str(ev.error))}")
+            self.notify(f"check failed: {ev.error}", severity="error", timeout=10)
+        elif ev.report is not None:
+            pane.report = ev.report
+            self.notify("accuracy check finished", timeout=4)
+        self._show_status()
+        self.live.mark_dirty()
+
+    @on(FromSession.BenchProgress)
+    @while_mounted
+    def _show_bench_progress(self, message: FromSession.BenchProgress) -> None:
+        self.ledger_pane.show_progress(message.event.done, message.event.total, "benchmark")
+
+    @on(FromSession.BenchFinished)
+    @while_mounted
+    def _show_bench_result(self, message: FromSession.BenchFinished) -> None:
+        ev = message.event
+        self.ledger_pane.hide_progress()
+        if ev.error:
+            self.notify(f"benchmark failed: {ev.error}", severity="error", timeout=10)
+        elif ev.result is not None:
+            self.notify(vm.bench_summary(ev.result), timeout=6)
+
+    @on(FromSession.LedgerChanged)
+    @while_mounted
+    def _reload_ledger(self, message: FromSession.LedgerChanged) -> None:
+        self._reload_ledger_rows()
+
+    @on(FromSession.Notice)
+    @while_mounted
+    def _show_notice(self, message: FromSession.Notice) -> None:
+        sev = message.event.severity
+        self.notify(str(message.event.message), severity=sev, timeout=4 if sev == "information" else 8)
+
+    # -- ticks ------------------------------------------------------------------------------------------
+    def _ticking(self) -> bool:
+        return self.session is not None and self.panes_ready and not getattr(self.app, "quitting", False)
+
+    def _chart_tick(self) -> None:
+        if self._ticking():
+            self.live.chart_tick()
+
+    def _second_tick(self) -> None:
+        if self._ticking():
+            with contextlib.suppress(NoMatches):  # the screen is being torn down
+                self._show_status()
+                self.live.second_tick()
+
+    def theme_changed(self) -> None:
+        if self.panes_ready:
+            self.live.theme_changed()
+
+    def set_window(self, seconds: float) -> None:
+        self.live.window_s = float(seconds)
+
+    # -- tabs -----------------------------------------------------------------------------------------------
+    def action_show_tab(self, tab: str) -> None:
+        self.tabs.active = tab
+        self._focus_tab(tab)
+
+    def _focus_tab(self, tab: str) -> None:
+        if self.panes_ready:
+            self.query_one(FOCUS[tab]).focus()
+        if tab == "live":
+            self.live.mark_dirty()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        # A click on a tab lands where its keys work, as the digit keys do.
+        with contextlib.suppress(NoMatches):
+            self._focus_tab(event.pane.id or "live")
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("rollback", "restart") and self.readonly:
+            return False
+        if action in ("rollback", "restart", "check", "bench", "bench_baseline", "preset"):
+            return self.session is not None and self.panes_ready
+        if action == "cancel":
+            return self.jobs.busy("check") or self.jobs.busy("bench")
+        return True
+
+    def run_key(self, key: Key) -> None:
+        """Run a key's action on the node that owns it, with that node's tab shown (the palette)."""
+        owner = key.owner
+        node: DOMNode
+        if isinstance(self.app, owner):
+            node = self.app
+        elif isinstance(self, owner):
+            node = self
+        else:
+            node = self.query_one(cast("type[Widget]", owner))
+            pane = next((a for a in node.ancestors_with_self if isinstance(a, TabPane)), None)
+            if pane is not None and pane.id:
+                self.action_show_tab(pane.id)
+        self.call_later(self.app.run_action, key.binding.action, node)
+
+    # -- config: presets, rollback, restart ---------------------------------------------------------------
+    def action_preset(self, step: int) -> None:
+        self.action_show_tab("config")
+        self.config_pane.cycle(step)
+
+    @on(LogPane.FilterError)
+    def _filter_error(self, message: LogPane.FilterError) -> None:
+        self.notify(message.error, severity="error")
+
+    @on(ConfigPane.ApplyRequested)
+    def _apply_requested(self, message: ConfigPane.ApplyRequested) -> None:
+        self.apply_preset_named(message.name)
+
+    def apply_preset_named(self, name: str) -> None:
+        if self.readonly:
+            self.notify("read-only: presets cannot be applied", severity="warning")
+            return
+        if self.jobs.busy("restart"):
+            self.notify("a restart is already running", severity="warning")
+            return
+        self._plan_and_confirm(name)
+
+    @work(group="plan", exclusive=True, exit_on_error=False)
+    async def _plan_and_confirm(self, name: str) -> None:
+        from eagle3_tui.ui.screens.modals import DiffModal
+
+        session = self.session
+        assert session is not None
+        try:
+            plan = await session.plan_apply(name)
+        except Exception as err:
+            self.notify(err_text(err), severity="error", timeout=10)
+            return
+        deadline = session.profile.restart_deadline_s
+        if await self.app.push_screen_wait(DiffModal(plan, deadline_s=deadline)):
+            self.jobs.run("restart", session.apply(plan), f"apply {name}", done=f"preset {name} applied")
+
+    def action_rollback(self) -> None:
+        session = self.session
+        assert session is not None
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self.jobs.run("restart", session.rollback(), "rollback", done="rolled back")
+
+        self.app.push_screen(_confirm("Roll back the last applied change and restart the server?", yes="Roll back"), go)
+
+    def action_restart(self) -> None:
+        session = self.session
+        assert session is not None
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self.jobs.run("restart", session.restart(), "restart", done="server restarted")
+
+        self.app.push_screen(_confirm("Restart the server now? Requests in flight will fail.", yes="Restart"), go)
+
+    # -- accuracy check and benchmarks -------------------------------------------------------------------
+    def action_check(self) -> None:
+        session = self.session
+        assert session is not None
+        if self.jobs.busy("check"):
+            self.notify("a check is already running (esc cancels it)", severity="warning")
+            return
+        self.action_show_tab("accuracy")
+        self.accuracy_pane.show_started()
+        self.jobs.run(
+            "check", session.run_check(**self.options.check_opts), "accuracy check", on_error=self._check_failed
+        )
+
+    def _check_failed(self, why: str) -> None:
+        if why == "cancelled":
+            self.accuracy_pane.show_stopped(CHECK_STOPPED)
+        else:
+            self.accuracy_pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(why)}")
+
+    def action_cancel(self) -> None:
+        if self.jobs.cancel("check"):
+            self.accuracy_pane.show_stopped(CHECK_STOPPED)
+        elif self.jobs.cancel("bench"):
+            self.ledger_pane.hide_progress()
+
+    def action_bench(self) -> None:
+        self._bench(baseline=False)
+
+    def action_bench_baseline(self) -> None:
+        self._bench(baseline=True)
+
+    def _bench(self, *, baseline: bool) -> None:
+        session = self.session
+        assert session is not None
+        if self.jobs.busy("bench"):
+            self.notify("a benchmark is already running", severity="warning")
+            return
+        label = "baseline benchmark" if baseline else "benchmark"
+        self.action_show_tab("ledger")
+        self.ledger_pane.show_progress(0, 1, label)
+        self.jobs.run(
+            "bench",
+            session.benchmark(baseline=baseline, **self.options.bench_opts),
+            label,
+            on_error=lambda _why: self.ledger_pane.hide_progress(),
+        )
+
+
+def _confirm(question: str, *, yes: str) -> ConfirmModal:
+    from eagle3_tui.ui.screens.modals import ConfirmModal
+
+    return ConfirmModal(question, yes=yes)

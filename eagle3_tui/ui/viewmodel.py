@@ -1,0 +1,292 @@
+"""The console's view model: what each widget shows, computed from a snapshot of the session.
+
+Pure functions over plain data (no Textual, no I/O), so they are unit-tested without a Pilot
+(tests/ui/test_viewmodel.py). Widgets take the results through their reactives; the screen decides
+when to recompute them. The rules that have one home elsewhere are called, never re-written here:
+the predicted accept length (`eagle.accuracy.predicted_accept_len`) and the boundary format
+(`eagle.wiring.format_boundaries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from textual.markup import escape
+
+from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.ui.format import accept_level, fmt_duration, fmt_ids, fmt_num
+
+if TYPE_CHECKING:
+    from eagle3_tui.doctor.findings import Finding
+    from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.session import ConnView, ServerView, Session
+    from eagle3_tui.sglang.client import BenchResult
+    from eagle3_tui.telemetry.metrics import MetricsSummary, Telemetry
+
+# Session time window the live numbers in the status bar average over.
+SUMMARY_WINDOW_S = 60.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The session's state at one instant, as the view model reads it. The views are frozen; the
+    telemetry rings are the session's own (read, never written)."""
+
+    host: str
+    conn: ConnView
+    server: ServerView
+    telemetry: Telemetry
+    findings: tuple[Finding, ...] = ()
+    check: CheckReport | None = None
+    readonly: bool = False
+
+
+def snapshot_of(session: Session) -> Snapshot:
+    profile = session.profile
+    return Snapshot(
+        host=str(profile.name or profile.address or "?"),
+        conn=session.conn,
+        server=session.server,
+        telemetry=session.telemetry,
+        findings=tuple(session.findings or ()),
+        check=session.check,
+        readonly=bool(session.readonly),
+    )
+
+
+def predicted(snap: Snapshot) -> float | None:
+    """The check's predicted accept length for the boundaries served now (one rule, in eagle.accuracy)."""
+    if snap.check is None:
+        return None
+    from eagle3_tui.eagle.accuracy import predicted_accept_len
+
+    return predicted_accept_len(snap.check, snap.server.boundaries)
+
+
+# ---------------------------------------------------------------- status bar
+
+_CONN_STYLE = {
+    "connected": "$success",
+    "local": "$success",
+    "connecting": "$warning",
+    "reconnecting": "$warning",
+    "failed": "$error",
+}
+_SERVER_STYLE = {
+    "ready": "$success",
+    "starting": "$warning",
+    "unknown": "$foreground-muted",
+    "stopped": "$foreground-muted",
+    "failed": "$error",
+}
+_LEVEL_VAR = {"good": "$accept-good", "warn": "$accept-warn", "bad": "$accept-bad"}
+
+
+@dataclass(frozen=True)
+class StatusParts:
+    """The status bar's two lines, each a sequence of markup segments."""
+
+    top: tuple[str, ...]
+    bottom: tuple[str, ...]
+
+    def markup(self) -> str:
+        return " │ ".join(self.top) + "\n" + " │ ".join(self.bottom)
+
+
+def conn_text(conn: ConnView) -> str:
+    style = _CONN_STYLE.get(conn.kind, "$foreground")
+    if conn.kind == "reconnecting":
+        label = f"reconnecting {conn.attempt}, next try in {fmt_duration(conn.next_try_s)}"
+    elif conn.kind == "failed":
+        label = f"failed: {conn.reason or 'unknown reason'}"
+    else:
+        label = conn.kind
+    return f"[{style}]● {escape(label)}[/]"
+
+
+def server_text(server: ServerView, now: float) -> str:
+    text = f"server [{_SERVER_STYLE.get(server.state, '$foreground')}]{escape(server.state)}[/]"
+    if server.pid:
+        text += f" pid {server.pid}"
+    if server.state == "ready" and server.started_at:
+        text += f" up {fmt_duration(now - server.started_at)}"
+    return text
+
+
+def flags_text(server: ServerView) -> str:
+    if not server.speculative:
+        return "speculation off"
+    draft_txt = fmt_num(server.draft_tokens)
+    asked = server.requested_draft_tokens
+    if asked is not None and server.draft_tokens is not None and asked != server.draft_tokens:
+        draft_txt = f"[$accept-warn]{server.draft_tokens} (asked {asked})[/]"
+    return f"steps {fmt_num(server.steps)} topk {fmt_num(server.topk)} draft tokens {draft_txt}"
+
+
+def wiring_text(server: ServerView) -> str:
+    return f"ids {escape(fmt_ids(server.layer_ids))} → {escape(format_boundaries(server.boundaries))}"
+
+
+def accept_text(summary: MetricsSummary, server: ServerView, expected: float | None) -> str:
+    acc = summary.accept_len
+    max_len = server.steps + 1 if server.steps is not None else None
+    var = _LEVEL_VAR.get(accept_level(acc, expected, max_len), "$foreground")
+    text = f"accept [{var}]{fmt_num(acc)}[/]"
+    if expected:
+        text += f" (check {fmt_num(expected)})"
+    return text
+
+
+def tps_text(summary: MetricsSummary, baseline: float | None) -> str:
+    text = f"{fmt_num(summary.gen_tps, 1)} tok/s"
+    if baseline:
+        text += f" (base {fmt_num(baseline, 1)})"
+    return text
+
+
+def findings_text(findings: Sequence[Finding]) -> str | None:
+    if not findings:
+        return None
+    errors = sum(1 for f in findings if f.severity == "error")
+    warns = sum(1 for f in findings if f.severity == "warning")
+    infos = len(findings) - errors - warns
+    bits = []
+    if errors:
+        bits.append(f"[$accept-bad]{errors}✖[/]")
+    if warns:
+        bits.append(f"[$accept-warn]{warns}▲[/]")
+    if infos:
+        bits.append(f"{infos}●")
+    return "findings " + " ".join(bits)
+
+
+def _summary(telemetry: Telemetry) -> MetricsSummary | None:
+    try:
+        return telemetry.summary(SUMMARY_WINDOW_S)
+    except (ValueError, ZeroDivisionError):  # a summary that cannot be computed yet is not worth a crash
+        return None
+
+
+def status_parts(snap: Snapshot, *, now: float, restart_note: str = "") -> StatusParts:
+    """Line 1: host, connection, server, effective flags, restart, read-only.
+    Line 2: ids → boundaries, preset, live accept length against the check, tok/s, findings."""
+    server = snap.server
+    top = [f"[b]{escape(snap.host)}[/b] {conn_text(snap.conn)}", server_text(server, now), flags_text(server)]
+    if restart_note:
+        top.append(f"[$warning]{escape(restart_note)}[/]")
+    if snap.readonly:
+        top.append("[reverse $warning] READONLY [/]")
+    bottom = [wiring_text(server), f"preset {escape(server.active_preset or '–')}"]
+    summary = _summary(snap.telemetry)
+    if summary is not None:
+        bottom.append(accept_text(summary, server, predicted(snap)))
+        bottom.append(tps_text(summary, snap.telemetry.baseline_tps))
+    found = findings_text(snap.findings)
+    if found is not None:
+        bottom.append(found)
+    return StatusParts(tuple(top), tuple(bottom))
+
+
+def restart_note(phase: str, message: str, elapsed_s: float) -> str:
+    """What the status bar and the config pane say while a restart runs; empty once it ended."""
+    if phase in ("ready", "failed", "done"):
+        return ""
+    return f"restart: {phase} {message} ({elapsed_s:.0f}s)"
+
+
+# ---------------------------------------------------------------- charts and strips
+
+
+@dataclass(slots=True)
+class ChartData:
+    """What one chart draws: x (seconds relative to the newest point), y, reference lines, markers."""
+
+    xs: list[float] = field(default_factory=list)
+    ys: list[float] = field(default_factory=list)
+    references: list[tuple[float, str]] = field(default_factory=list)
+    markers: list[tuple[float, str]] = field(default_factory=list)
+    window_s: float = 300.0
+
+
+def series(telemetry: Telemetry, name: str, *, t_end: float, window_s: float, points: int) -> ChartData:
+    """Mean of each time bucket of one ring over the window ending at `t_end`, with the markers."""
+    data = ChartData(window_s=window_s)
+    ring = telemetry.series.get(name)
+    if ring is not None and len(ring):
+        for b in ring.downsample(points, t_end - window_s, t_end):
+            data.xs.append(b.t - t_end)
+            data.ys.append(b.mean)
+    data.markers.extend((m.t - t_end, m.label) for m in list(telemetry.markers))
+    return data
+
+
+def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int) -> ChartData:
+    """Accept length, with the check's prediction for the served boundaries as a reference line."""
+    data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points)
+    expected = predicted(snap)
+    if expected:
+        data.references.append((float(expected), f"check predicts {expected:.2f}"))
+    return data
+
+
+def tps_series(snap: Snapshot, *, t_end: float, window_s: float, points: int) -> ChartData:
+    """Generation tok/s, with the no-speculation baseline as a reference line."""
+    data = series(snap.telemetry, "gen_tps", t_end=t_end, window_s=window_s, points=points)
+    base = snap.telemetry.baseline_tps
+    if base:
+        data.references.append((float(base), f"baseline {base:.1f}"))
+    return data
+
+
+@dataclass(frozen=True)
+class StripView:
+    """One sparkline strip: the bucket maxima over the window and the newest value as text."""
+
+    values: tuple[float, ...] = ()
+    last: str = "–"
+
+
+# (strip id, ring name, how the newest value is written)
+STRIPS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("strip-running", "running_req", lambda v: f"{v:.0f}"),
+    ("strip-usage", "token_usage", lambda v: f"{v:.2f}"),
+)
+
+
+def strip_view(
+    telemetry: Telemetry, name: str, fmt: Callable[[float], str], *, t_end: float, window_s: float, width: int
+) -> StripView:
+    ring = telemetry.series.get(name)
+    if ring is None or not len(ring):
+        return StripView()
+    buckets = ring.downsample(max(width, 20), t_end - window_s, t_end)
+    last = ring.last()
+    return StripView(tuple(b.hi for b in buckets), fmt(last[1]) if last is not None else "–")
+
+
+WINDOWS: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0)
+
+
+def step_window(current: float, step: int) -> float:
+    """The next wider (step > 0) or narrower chart window; an unknown window counts as 5 minutes."""
+    try:
+        i = WINDOWS.index(current)
+    except ValueError:
+        i = 1
+    return WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
+
+
+def window_label(window_s: float) -> str:
+    text = f"{window_s / 3600:.0f} h" if window_s >= 3600 else f"{window_s / 60:.0f} min"
+    return f"window {text} (-/+)"
+
+
+# ---------------------------------------------------------------- notices
+
+
+def bench_summary(result: BenchResult) -> str:
+    """The toast after a benchmark: kind, tok/s and accept length."""
+    kind = "baseline" if result.baseline else "benchmark"
+    return f"{kind}: {fmt_num(result.output_tps, 1)} tok/s, accept len {fmt_num(result.accept_len)}"
