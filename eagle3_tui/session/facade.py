@@ -6,6 +6,7 @@ A `Session` composes the parts, each given what it needs in its constructor:
 - `state.RunTracker`: which run the log belongs to, and what it said (the documented state machine);
 - `logfeed.LogFeed`: follow -> LogReader (off the event loop) -> run state and telemetry -> `LogBatch`;
 - `restart.Restarter`: the one restart path; `changes.Changes`: presets written and undone;
+- `monitor.ServerMonitor`: /server_info polled, a loading server seen ready, a dead one seen failed;
 - `store.LocalStore`: the last launch and the undo stack; `records.Records`: the ledger;
 - `probe`/`facts`: what the host says about the draft and target, and the doctor's facts from a snapshot.
 
@@ -52,6 +53,7 @@ from eagle3_tui.session.events import (
 )
 from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, build_facts
 from eagle3_tui.session.logfeed import LogFeed
+from eagle3_tui.session.monitor import ServerMonitor
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
@@ -63,7 +65,7 @@ from eagle3_tui.session.presets import (
 )
 from eagle3_tui.session.probe import TargetInfo, read_target
 from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
-from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter, group_alive, log_tail
+from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.state import RunTracker
 from eagle3_tui.session.store import LocalStore
@@ -78,8 +80,6 @@ if TYPE_CHECKING:
     from eagle3_tui.sglang.client import BenchResult, SGLangClient
     from eagle3_tui.telemetry.ledger import Ledger, LedgerRow
 
-POLL_INTERVAL_S = 3.0
-POLL_TICK_S = 0.5
 BENCH_LOG_GRACE_S = 1.0
 ATTACH_LAST_LINES = 200
 
@@ -109,10 +109,13 @@ class Session:
         self.records = Records(profile.name, self.views)
         self.restarter = Restarter(self.host, profile, self.views, self.tracker, self.feed, self.client,
                                    self._on_launched)
+        self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self.restarter, self.telemetry,
+                                     self.client, log_path=self._log_path, rediscover=self.refresh_servers,
+                                     reread_facts=self.read_launch_facts,
+                                     refresh_findings=lambda: self.refresh_findings(quiet=True))
         self._spec: LaunchSpec | None = None
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
-        self._server_info: dict[str, Any] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._poll_task: asyncio.Task[None] | None = None
         self._remove_state_listener: Callable[[], None] | None = None
@@ -208,7 +211,7 @@ class Session:
         if self.server.log_path:
             self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = self._spawn(self._poll_loop())
+            self._poll_task = self._spawn(self.monitor.run())
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
@@ -289,69 +292,10 @@ class Session:
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
-        from eagle3_tui.sglang.client import server_accept_length
+        return await self.monitor.poll_server_info()
 
-        info = await (await self.client()).server_info()
-        changes: dict[str, Any] = {"accept_len_server": server_accept_length(info)}
-        if isinstance(info.get("version"), str):
-            changes["version"] = info["version"]
-        for key, name in (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "topk"),
-                          ("speculative_num_draft_tokens", "draft_tokens")):
-            if isinstance(info.get(key), int):
-                changes[name] = info[key]
-        self._server_info = info
-        self.views.set_server(**changes)
-        return info
-
-    async def _poll_loop(self) -> None:
-        last = 0.0
-        seen_lines = -1
-        while not self._closed:
-            self.feed.flush_if_quiet()
-            now = time.monotonic()
-            if now - last >= POLL_INTERVAL_S and not self.restarter.busy:
-                last = now
-                await self._poll_once()
-                if self.telemetry.decode_lines != seen_lines:  # live numbers feed some rules
-                    seen_lines = self.telemetry.decode_lines
-                    with contextlib.suppress(Exception):
-                        await self.refresh_findings(quiet=True)
-            await asyncio.sleep(POLL_TICK_S)
-
-    async def _poll_once(self) -> None:
-        """Ready: read /server_info. Attached while it loads ("starting"): ready once /health answers."""
-        state = self.server.state
-        with contextlib.suppress(UserError):
-            if state == "ready":
-                try:
-                    await self.poll_server_info()
-                except UserError:
-                    await self._check_still_running()
-                    raise
-            elif state == "starting" and self.server.pgid and await (await self.client()).health(timeout=10):
-                self.views.set_state("ready")
-                await self.poll_server_info()
-
-    async def _check_still_running(self) -> None:
-        """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
-        pgid = self.server.pgid
-        if pgid is None or self.restarter.busy or await group_alive(self.host, pgid):
-            return
-        await self.refresh_servers()
-        if self.server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
-            self.views.notice(f"the server was restarted outside this session (now pid {self.server.pid})")
-            with contextlib.suppress(UserError):
-                if not await (await self.client()).health(timeout=5):
-                    self.views.set_state("starting", "restarted outside this session: loading")
-                await self.read_launch_facts()
-            return
-        await asyncio.sleep(0.5)  # let the follower deliver the last lines
-        await self.feed.settle()
-        f = self.tracker.state.current_failure
-        why = f"{f.kind}: {f.last_line}" if f is not None else "no failure line"
-        tail = await log_tail(self.host, self._spec.log_path if self._spec else self.server.log_path, self.feed)
-        self.views.set_state("failed", f"the server exited ({why})", log_tail=tail)
-        self.views.notice(f"the server (process group {pgid}) exited: {why}", "error")
+    def _log_path(self) -> str | None:
+        return self._spec.log_path if self._spec else self.server.log_path
 
     def _on_failure_line(self, failure: Failure) -> None:
         if not self.restarter.busy and self.server.state == "ready":
@@ -364,7 +308,7 @@ class Session:
         return FactsSnapshot(
             server=self.server, target=self.target,
             launch_argv=self._spec.argv if self._spec is not None else None,
-            server_info=self._server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
+            server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
             last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
         )

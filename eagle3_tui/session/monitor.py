@@ -1,0 +1,134 @@
+"""While attached: read `/server_info` every few seconds, see a loading server become ready, and tell a
+server that died (its process group gone) from one that was restarted by someone else.
+
+Nothing here runs while a restart does: the restart path owns the server's state meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from eagle3_tui.errors import UserError
+from eagle3_tui.session.restart import ClientFactory, Restarter, group_alive, log_tail
+
+if TYPE_CHECKING:
+    from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.views import Views
+    from eagle3_tui.telemetry.metrics import Telemetry
+
+POLL_INTERVAL_S = 3.0
+TICK_S = 0.5
+LAST_LINES_GRACE_S = 0.5
+
+Step = Callable[[], Awaitable[Any]]
+
+
+def server_info_changes(info: dict[str, Any]) -> dict[str, Any]:
+    """The server view's fields as `/server_info` reports them (effective values, accept length)."""
+    from eagle3_tui.sglang.client import server_accept_length
+
+    changes: dict[str, Any] = {"accept_len_server": server_accept_length(info)}
+    if isinstance(info.get("version"), str):
+        changes["version"] = info["version"]
+    for key, name in (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "topk"),
+                      ("speculative_num_draft_tokens", "draft_tokens")):
+        if isinstance(info.get(key), int):
+            changes[name] = info[key]
+    return changes
+
+
+class ServerMonitor:
+    """The attached session's poll loop; the session's own steps are passed in as callables."""
+
+    def __init__(
+        self,
+        host: Host,
+        views: Views,
+        feed: LogFeed,
+        tracker: RunTracker,
+        restarter: Restarter,
+        telemetry: Telemetry,
+        client: ClientFactory,
+        *,
+        log_path: Callable[[], str | None],
+        rediscover: Step,
+        reread_facts: Step,
+        refresh_findings: Step,
+    ) -> None:
+        self._host = host
+        self._views = views
+        self._feed = feed
+        self._tracker = tracker
+        self._restarter = restarter
+        self._telemetry = telemetry
+        self._client = client
+        self._log_path = log_path
+        self._rediscover = rediscover
+        self._reread_facts = reread_facts
+        self._refresh_findings = refresh_findings
+        self.server_info: dict[str, Any] | None = None
+
+    async def poll_server_info(self) -> dict[str, Any]:
+        """One /server_info read into the server view."""
+        info = await (await self._client()).server_info()
+        self.server_info = info
+        self._views.set_server(**server_info_changes(info))
+        return info
+
+    async def run(self) -> None:
+        """Until cancelled: deliver a held failure when the log is quiet, poll, re-run the doctor on new numbers."""
+        last = 0.0
+        seen_lines = -1
+        while True:
+            self._feed.flush_if_quiet()
+            now = time.monotonic()
+            if now - last >= POLL_INTERVAL_S and not self._restarter.busy:
+                last = now
+                await self._poll_once()
+                if self._telemetry.decode_lines != seen_lines:  # live numbers feed some rules
+                    seen_lines = self._telemetry.decode_lines
+                    with contextlib.suppress(Exception):
+                        await self._refresh_findings()
+            await asyncio.sleep(TICK_S)
+
+    async def _poll_once(self) -> None:
+        """Ready: read /server_info. Attached while it loads ("starting"): ready once /health answers."""
+        server = self._views.server
+        with contextlib.suppress(UserError):
+            if server.state == "ready":
+                try:
+                    await self.poll_server_info()
+                except UserError:
+                    await self._check_still_running()
+                    raise
+            elif server.state == "starting" and server.pgid and await (await self._client()).health(timeout=10):
+                self._views.set_state("ready")
+                await self.poll_server_info()
+
+    async def _check_still_running(self) -> None:
+        """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
+        pgid = self._views.server.pgid
+        if pgid is None or self._restarter.busy or await group_alive(self._host, pgid):
+            return
+        await self._rediscover()
+        server = self._views.server
+        if server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
+            self._views.notice(f"the server was restarted outside this session (now pid {server.pid})")
+            with contextlib.suppress(UserError):
+                if not await (await self._client()).health(timeout=5):
+                    self._views.set_state("starting", "restarted outside this session: loading")
+                await self._reread_facts()
+            return
+        await asyncio.sleep(LAST_LINES_GRACE_S)  # let the follower deliver the last lines
+        await self._feed.settle()
+        f = self._tracker.state.current_failure
+        why = f"{f.kind}: {f.last_line}" if f is not None else "no failure line"
+        tail = await log_tail(self._host, self._log_path(), self._feed)
+        self._views.set_state("failed", f"the server exited ({why})", log_tail=tail)
+        self._views.notice(f"the server (process group {pgid}) exited: {why}", "error")
