@@ -156,10 +156,10 @@ def flat_config(config: dict) -> dict:
     """One flat dict of sizes and flags: a speculators config (`Eagle3SpeculatorConfig`: every size and
     `rope_theta` inside `transformer_layer_config`, the EAGLE flags at the top) merged onto its layer
     config; any other config as it is."""
-    if not is_speculators_config(config):
-        return config
     tlc = config.get("transformer_layer_config")
-    out = dict(tlc) if isinstance(tlc, dict) else {}
+    if not isinstance(tlc, dict):  # not speculators, or already flat
+        return config
+    out = dict(tlc)
     for k in _SPECULATORS_TOP:
         if k in config:
             out[k] = config[k]
@@ -277,7 +277,7 @@ def _int_key(config: dict, key: str, where: str, what: str) -> int:
 
 def draft_sizes(config: dict, where: str = "the draft config") -> DraftSizes:
     """The sizes SGLang derives from a draft config; BadInput naming the key if one is missing."""
-    if is_speculators_config(config):
+    if isinstance(config.get("transformer_layer_config"), dict):
         config, where = flat_config(config), f"{where} (transformer_layer_config)"
     h = _int_key(config, "hidden_size", where, "the draft's hidden size")
     nh = _int_key(config, "num_attention_heads", where, "the number of attention heads")

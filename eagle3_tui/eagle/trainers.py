@@ -147,7 +147,8 @@ class TrainerCounts:
             return
         run = base.clone()
         for s in range(self.steps):
-            self.cond_den[s] += int(run.sum())
+            # speculators slices both to the positions whose step-s target exists (align_for_step)
+            self.cond_den[s] += int((run & (labels[:, idx + 1 + s] >= 0)).sum())
             run &= preds[s] == labels[:, idx + 1 + s]
             m = _shifted(base, s)
             self.num[s] += int((run & m).sum())

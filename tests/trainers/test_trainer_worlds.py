@@ -1,0 +1,185 @@
+"""The check on files laid out exactly as SpecForge and speculators write them (tests/trainers/worlds.py
+says which of their files each layout follows), with a draft perfect by construction under speculators'
+definition and exactly the out-of-vocabulary positions missed under SGLang's and SpecForge's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.trainers import worlds as W
+
+N_SAMPLES = 10
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> W.TrainerWorld:
+    import torch
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("trainers")
+    w = W.build(root, n_samples=N_SAMPLES)
+    W.write_specforge(w, root / "specforge-out")
+    W.write_specforge(w, root / "specforge-gz", gz=True)
+    pytest.importorskip("pyarrow")
+    W.write_speculators(w, root / "speculators-out")
+    W.write_speculators(w, root / "speculators-noarrow", arrow=False)
+    return w
+
+
+def check(draft: Path, data: Path, target: Path, **kw):
+    from eagle3_tui.eagle.accuracy import CheckOptions, run_check
+
+    return run_check(CheckOptions(str(draft), str(data), str(target), steps=W.STEPS, **kw))
+
+
+def test_specforge_rows_folder_and_its_acc_k(world: W.TrainerWorld) -> None:
+    """SpecForge prepare_hidden_states.py's OUT folder (rows_0-2000/data_i.ckpt), SpecForge-exported draft:
+    trainer.acc is SpecForge's `_acc_and_loss` per step; served top-1 counts out-of-vocab targets as misses."""
+    rep = check(world.sglang_draft, world.root / "specforge-out", world.target)
+    assert rep.layout == "specforge" and rep.files_read == N_SAMPLES and rep.label_source == "target"
+    assert rep.split == "training" and any("--eval-hidden-states-path" in n for n in rep.notes)
+    tr = rep.result("training")
+    want_top1 = W.served_top1(world, range(N_SAMPLES), shift=0)
+    assert tr.top1 == want_top1 and 0.7 < want_top1 < 0.8  # every 4th position's target is out of vocab
+    assert tr.trainer["framework"] == "specforge" and tr.trainer["definition"].startswith("SpecForge acc_k")
+    assert tr.trainer["acc"] == W.specforge_acc(world, range(N_SAMPLES))
+    assert tr.trainer["acc"][0] == tr.top1  # SpecForge's step 0 is SGLang's definition
+    # position T-2 is scored (both trainers score it): per sample T-1 positions minus the masked prompt
+    assert tr.positions == N_SAMPLES * (W.T - 1 - W.PROMPT)
+    gz = check(world.sglang_draft, world.root / "specforge-gz", world.target).result("training")
+    assert (gz.top1, gz.trainer, gz.step_accept) == (tr.top1, tr.trainer, tr.step_accept)
+
+
+def test_speculators_output_folder_validation_rows(world: W.TrainerWorld) -> None:
+    """speculators' OUT (hidden_states/hs_i.safetensors, token_freq.pt, the Arrow dataset): the loss mask
+    from Arrow, the validation rows (the last 10%), slot boundaries assumed, boundary N never served."""
+    rep = check(world.speculators_draft, world.root / "speculators-out", world.target)
+    assert rep.layout == "speculators" and rep.split == "validation"
+    assert rep.files_read == 1 and rep.files_total == N_SAMPLES  # row 9 of 10: int(10 * 0.9)
+    assert rep.slot_boundaries == [2, 6, 9, 12] and any("assumed the data's slots" in n for n in rep.notes)
+    assert rep.label_source == "target"
+    val = range(9, 10)
+    tr = rep.result("training")
+    full, cond = W.speculators_acc(world, val)
+    assert tr.trainer["framework"] == "speculators"
+    assert tr.trainer["acc"] == full and tr.trainer["cond_acc"] == cond
+    assert full[0] == 1.0  # perfect in speculators' draft-vocabulary definition
+    assert tr.top1 == W.served_top1(world, val, shift=1) < 0.8  # SGLang: out-of-vocab targets are misses
+    assert tr.boundaries == [2, 6, 9]
+    for w in rep.wirings:
+        assert w.boundaries is None or 12 not in w.boundaries
+    assert rep.result("serving default").boundaries == [2, 6, 9] and rep.result("serving default").top1 == tr.top1
+    d = rep.to_dict()
+    assert d["split"] == "validation"
+    for entry in d["wirings"]:
+        assert {"top1", "step_accept", "predicted_accept_len", "trainer"} <= set(entry)
+    assert set(d["wirings"][0]["trainer"]) >= {"framework", "definition", "acc"}
+
+
+def test_speculators_without_the_arrow_dataset(world: W.TrainerWorld) -> None:
+    rep = check(world.speculators_draft, world.root / "speculators-noarrow", world.target)
+    assert rep.split == "training" and rep.files_read == N_SAMPLES
+    assert any("every position counts, prompt tokens too" in n for n in rep.notes)
+    ones = [m.new_ones(m.shape) for m in world.masks]
+    tr = rep.result("training")
+    assert tr.top1 == W.served_top1(world, range(N_SAMPLES), shift=1, masks=ones)
+    assert tr.trainer["acc"] == W.speculators_acc(world, range(N_SAMPLES), masks=ones)[0]
+    assert tr.positions == N_SAMPLES * (W.T - 1)
+
+
+def test_both_naming_schemes_read_the_same(world: W.TrainerWorld) -> None:
+    a = check(world.sglang_draft, world.root / "speculators-out", world.target)
+    b = check(world.speculators_draft, world.root / "speculators-out", world.target)
+    ra, rb = a.result("training"), b.result("training")
+    assert (ra.top1, ra.step_accept, ra.trainer) == (rb.top1, rb.step_accept, rb.trainer)
+    kinds_a = {f["kind"] for f in a.findings}
+    kinds_b = {f["kind"] for f in b.findings}
+    assert "architecture" not in kinds_a and "architecture" in kinds_b
+    [arch] = [f for f in b.findings if f["kind"] == "architecture"]
+    assert "rename layers.0.* to midlayer.*" in arch["message"] and "Eagle3Speculator" in arch["message"]
+
+
+def test_a_folder_without_data_is_one_sentence(world: W.TrainerWorld, tmp_path: Path) -> None:
+    from eagle3_tui.eagle.checkpoint import BadInput
+
+    shutil.copy(world.root / "speculators-out" / "token_freq.pt", tmp_path / "token_freq.pt")
+    with pytest.raises(BadInput) as err:
+        check(world.speculators_draft, tmp_path, world.target)
+    msg = str(err.value)
+    assert msg.startswith(f"{tmp_path} holds no training data: looked for SpecForge rows_*")
+    assert len(msg) < 300 and "\n" not in msg
+
+
+def test_tied_embedding_target(tmp_path: Path) -> None:
+    """Qwen3-0.6B / Llama-3.2-1B style: no lm_head.weight; the trainers use embed_tokens as the head."""
+    w = W.build(tmp_path, n_samples=3, tied=True)
+    W.write_specforge(w, tmp_path / "sf")
+    rep = check(w.sglang_draft, tmp_path / "sf", w.target)
+    assert rep.label_source == "target" and any("ties its embeddings" in n for n in rep.notes)
+    assert rep.result("training").top1 == W.served_top1(w, range(3), shift=0)
+
+
+def test_as_trained_and_as_served_side_by_side(tmp_path: Path) -> None:
+    """A speculators "Eagle 3.1" draft (norm_before_fc: input_norm over the aux states): trained with it,
+    served by SGLang 0.5.6 without it. The trainer's metric is the trained forward's (perfect); the served
+    numbers are what SGLang runs."""
+    from eagle3_tui.eagle.drafter import DraftForward
+
+    spec = W.speculators_config()
+    spec["norm_before_fc"] = True
+    w = W.build(tmp_path, n_samples=3, fwd=DraftForward(input_norm=True), spec_cfg=spec)
+    W.write_specforge(w, tmp_path / "sf")
+    rep = check(w.speculators_draft, tmp_path / "sf", w.target)
+    tr = rep.result("training")
+    assert "input_norm" in rep.forward_note and "SGLang 0.5.6" in rep.forward_note
+    assert tr.as_trained is not None and tr.as_trained["top1"] == W.served_top1(w, range(3), shift=0)
+    assert tr.trainer["acc"] == W.specforge_acc(w, range(3))
+    assert tr.top1 != tr.as_trained["top1"]
+    assert any(f["kind"] == "ignored-norm" and "input_norm" in f["tensor"] for f in rep.findings)
+
+
+def test_two_layer_speculators_draft(tmp_path: Path) -> None:
+    spec = W.speculators_config(num_hidden_layers=2)
+    w = W.build(tmp_path, n_samples=3, draft_cfg=W.sglang_config(num_hidden_layers=2), spec_cfg=spec)
+    W.write_specforge(w, tmp_path / "sf")
+    rep = check(w.speculators_draft, tmp_path / "sf", w.target)
+    tr = rep.result("training")
+    assert tr.as_trained is not None and tr.as_trained["top1"] == W.served_top1(w, range(3), shift=0)
+    assert any(f["kind"] == "layers" and "2 decoder layers" in f["message"] for f in rep.findings)
+
+
+def test_original_release_bin_weights(world: W.TrainerWorld, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    d = tmp_path / "bin-draft"
+    d.mkdir()
+    shutil.copy(world.sglang_draft / "config.json", d / "config.json")
+    torch.save(load_file(str(world.sglang_draft / "model.safetensors")), d / "pytorch_model.bin")
+    a = check(d, world.root / "specforge-out", world.target).result("training")
+    b = check(world.sglang_draft, world.root / "specforge-out", world.target).result("training")
+    assert (a.top1, a.trainer) == (b.top1, b.trainer)
+
+
+def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
+    """accuracy.py and its siblings as plain files (what the session copies over SSH), run by a bare Python."""
+    from eagle3_tui.eagle import accuracy
+
+    src = Path(accuracy.__file__).parent
+    for name in ("accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py"):
+        shutil.copy(src / name, tmp_path / name)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "accuracy.py"), "--no-stdin-watch", "--draft", str(world.speculators_draft),
+         "--data", str(world.root / "speculators-out"), "--target", str(world.target), "--threads", "1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+    report = events[-1]["report"]
+    assert report["split"] == "validation" and report["wirings"][0]["trainer"]["acc"][0] == 1.0
