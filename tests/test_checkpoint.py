@@ -230,3 +230,115 @@ def test_bad_input_is_a_user_error() -> None:
     from eagle3_tui.errors import UserError
 
     assert issubclass(ck.BadInput, UserError)
+
+
+# -- published configs (field sets as released) and the mistakes real drafts carry ------------------------
+
+# SpecForge configs/llama3-8B-eagle3.json and configs/qwen3-235B-A22B-eagle3.json (sgl-project/SpecForge a6b6b023)
+SPECFORGE_LLAMA3_8B = {
+    "architectures": ["LlamaForCausalLMEagle3"], "bos_token_id": 128000, "eos_token_id": 128001,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8,
+    "num_hidden_layers": 1, "pad_token_id": 0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
+    "torch_dtype": "float16", "transformers_version": "4.28.1", "use_cache": True, "vocab_size": 128256,
+    "draft_vocab_size": 32000,
+}
+SPECFORGE_QWEN3_235B = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 46, 90], "use_aux_hidden_state": True},
+    "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "draft_vocab_size": 32000,
+    "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 24576, "max_position_embeddings": 40960, "model_type": "llama", "num_attention_heads": 64,
+    "num_hidden_layers": 1, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "rope_scaling": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": True, "vocab_size": 151936,
+}
+# nm-testing/EAGLE3-LLaMA3.1-Instruct-8B-converted config.json (speculators format)
+NM_TESTING_SPECULATORS = {
+    "architectures": ["Eagle3Speculator"], "draft_vocab_size": 32000, "norm_before_residual": False,
+    "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                           "proposal_methods": [{"accept_tolerance": 0.0, "proposal_type": "greedy",
+                                                 "speculative_tokens": 5, "verifier_accept_k": 1}],
+                           "verifier": {"architectures": ["LlamaForCausalLM"],
+                                        "name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}},
+    "speculators_model_type": "eagle3", "target_hidden_size": None,
+    "transformer_layer_config": {"head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+                                 "intermediate_size": 14336, "max_position_embeddings": 2048, "model_type": "llama",
+                                 "num_attention_heads": 32, "num_hidden_layers": 1, "num_key_value_heads": 8,
+                                 "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+                                 "vocab_size": 128256},
+}
+
+
+def headers_for(config: dict, *, speculators_names: bool = False, extra: dict | None = None) -> dict:
+    """The tensor headers a correct checkpoint for `config` has (no 4096-wide file is written)."""
+    flat = ck.flat_config(config)
+    out = {}
+    for name, shape in ck.expected_tensors(flat, target_hidden_size=flat["hidden_size"], num_aux=3).items():
+        if speculators_names and name.startswith("midlayer."):
+            name = "layers.0." + name[len("midlayer."):]
+        out[name] = ck.TensorInfo("I64" if name == "d2t" else "BF16", shape, "absent.safetensors")
+    out["t2d"] = ck.TensorInfo("BOOL", (flat["vocab_size"],), "absent.safetensors")
+    out.update(extra or {})
+    return out
+
+
+@pytest.mark.parametrize("config", [SPECFORGE_LLAMA3_8B, SPECFORGE_QWEN3_235B], ids=["llama3-8B", "qwen3-235B"])
+def test_published_specforge_configs_are_silent(config: dict) -> None:
+    assert ck.check_tensors(config, headers_for(config), target_hidden_size=4096, num_aux=3) == []
+
+
+def test_published_speculators_config_reads_sizes_and_says_how_to_convert() -> None:
+    """Sizes come from transformer_layer_config (no "config.json has no 'hidden_size'")."""
+    s = ck.draft_sizes(NM_TESTING_SPECULATORS)
+    assert (s.hidden, s.heads, s.kv_heads, s.head_dim, s.vocab, s.draft_vocab) == (4096, 32, 8, 128, 128256, 32000)
+    issues = ck.check_tensors(NM_TESTING_SPECULATORS, headers_for(NM_TESTING_SPECULATORS, speculators_names=True),
+                              target_hidden_size=4096, num_aux=3)
+    kinds = {i.kind for i in issues}
+    assert kinds == {"architecture", "unknown", "missing"}
+    [arch] = [i for i in issues if i.kind == "architecture"]
+    assert "copy transformer_layer_config's keys" in arch.message and "vLLM id - 1" in arch.message
+    assert any("rename layers.0. to midlayer." in line for line in ck.summarize(issues))
+
+
+def _kinds_of(config: dict, extra: dict | None = None, **kw) -> dict[str, str]:
+    issues = ck.check_tensors(config, headers_for(config, extra=extra), target_hidden_size=kw.pop("ht", 4096),
+                              num_aux=3, **kw)
+    return {i.tensor: i.message for i in issues}
+
+
+def test_lints_fire_on_real_mistakes() -> None:
+    base = SPECFORGE_QWEN3_235B
+    # original EAGLE releases say LlamaForCausalLM
+    got = _kinds_of({**base, "architectures": ["LlamaForCausalLM"]})
+    assert "LlamaForCausalLMEagle3" in got["config:architectures"]
+    got = _kinds_of({**base, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 46, 90],
+                                              "use_aux_hidden_state": False}})
+    assert "target's last hidden state" in got["config:eagle_config.use_aux_hidden_state"]
+    got = _kinds_of({**base, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 1, 46, 90]}})
+    assert "names 4 aux layers but SGLang 0.5.6 builds fc for 3" in got["config:eagle_config.eagle_aux_hidden_state_layer_ids"]
+    # Kimi-style target (7168) wider than the draft: SGLang keeps the draft's embedding, none is shipped
+    wide = {**base, "target_hidden_size": 7168}
+    got = _kinds_of(wide, ht=7168)
+    assert "stays random" in got["embed_tokens.weight"]
+    q = ck.TensorInfo("BF16", (128,), "absent.safetensors")
+    got = _kinds_of(base, {"midlayer.self_attn.q_norm.weight": q, "midlayer.self_attn.k_norm.weight": q})
+    assert "Qwen3 q/k norm" in got["midlayer.self_attn.q_norm.weight"]
+    got = _kinds_of({**base, "norm_output": False})
+    assert "no norm before lm_head in training" in got["config:norm_output"]
+    no_theta = {k: v for k, v in base.items() if k not in ("rope_theta", "rope_scaling")}
+    got = _kinds_of({**no_theta, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})
+    assert "theta 10000" in got["config:rope_parameters"]
+
+
+def test_a_loader_that_applies_more_is_silent_about_it() -> None:
+    from eagle3_tui.eagle.trainers import ServedLoader
+
+    newer = ServedLoader(name="SGLang next", multi_layer=True, applies=frozenset({"rope_scaling", "norm_output"}),
+                         num_aux=None)
+    cfg = {**SPECFORGE_QWEN3_235B, "num_hidden_layers": 2,
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 1, 46, 90]}}
+    old = _kinds_of(cfg)
+    assert "config:num_hidden_layers" in old and "config:eagle_config.eagle_aux_hidden_state_layer_ids" in old
+    new = _kinds_of(cfg, loader=newer)
+    assert "config:num_hidden_layers" not in new and "config:eagle_config.eagle_aux_hidden_state_layer_ids" not in new
