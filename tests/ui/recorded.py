@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -53,14 +55,25 @@ def seeds_argv(target: Path, draft: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _put(path: Path, text: str) -> None:
+    """Write `text` unless it is there already, atomically (tests running side by side share the files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+
+
 def recorded_profile(tmp: Path) -> Profile:
-    target, draft = tmp / "target", tmp / "draft"
-    target.mkdir(parents=True, exist_ok=True)
-    draft.mkdir(parents=True, exist_ok=True)
-    (target / "config.json").write_text(json.dumps(TARGET_CONFIG), encoding="utf-8")
-    (draft / "config.json").write_text(DRAFT_CONFIG, encoding="utf-8")
-    live_log = tmp / "server.log"  # what the session follows: empty, the recording is fed below
-    live_log.write_text("", encoding="utf-8")
+    """The host's files live at one fixed place (the findings quote their paths, and snapshots must not
+    depend on pytest's temp dir); the session's own state goes to `tmp`."""
+    host = Path(tempfile.gettempdir()) / "eagle3-tui-recorded"
+    target, draft = host / "target", host / "draft"
+    _put(target / "config.json", json.dumps(TARGET_CONFIG))
+    _put(draft / "config.json", DRAFT_CONFIG)
+    live_log = host / "server.log"  # what the session follows: stays empty, the recording is fed directly
+    _put(live_log, "")
     return Profile(
         name="recorded",
         local=True,
