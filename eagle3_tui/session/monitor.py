@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.restart import ClientFactory, Restarter, group_alive, log_tail
+from eagle3_tui.session.restart import ClientFactory, Restarter, log_tail
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
@@ -114,7 +114,7 @@ class ServerMonitor:
     async def _check_still_running(self) -> None:
         """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
         pgid = self._views.server.pgid
-        if pgid is None or self._restarter.busy or await group_alive(self._host, pgid):
+        if pgid is None or self._restarter.busy or await self._host.group_alive(pgid):
             return
         await self._rediscover()
         server = self._views.server

@@ -59,10 +59,6 @@ def is_foreign(argv: list[str]) -> bool:
     return name in _SHELLS or name.startswith(("tmux", "screen"))
 
 
-async def group_alive(host: Host, pgid: int) -> bool:
-    return any(p.pgid == pgid for p in await host.processes())
-
-
 async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ...]:
     """The last 40 lines of the server's log file (else the last lines followed)."""
     tail: tuple[str, ...] = ()
@@ -235,7 +231,7 @@ class Restarter:
                 )
             if now - last_alive_check > ALIVE_CHECK_S:
                 last_alive_check = now
-                if not await group_alive(self._host, pgid):
+                if not await self._host.group_alive(pgid):
                     await asyncio.sleep(LAST_LINES_GRACE_S)
                     await self._feed.settle()
                     raise self._failed(launch) or RestartFailed("the server exited during start-up")
