@@ -199,3 +199,151 @@ def test_rope_tables_follow_the_positions_device() -> None:
     cos, sin = rope_cos_sin(torch.arange(6, device="meta")[None], 8, 10000.0, torch.float32)
     assert cos.device.type == "meta" and sin.device.type == "meta"
     assert tuple(cos.shape) == (1, 6, 8)
+
+
+# -- what trainers add: RoPE scaling, Qwen3 q/k norm (each against a transcription with plain loops) --------
+
+
+def _yarn_reference(dim: int, base: float, sc: dict, max_pos: int) -> tuple[list[float], float]:
+    """HF transformers `_compute_yarn_parameters`, written out with math and lists."""
+    factor = sc["factor"]
+    orig = sc.get("original_max_position_embeddings") or max_pos
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    att = sc.get("attention_factor")
+    if att is None:
+        att = mscale(factor, sc["mscale"]) / mscale(factor, sc["mscale_all_dim"]) if sc.get("mscale") and \
+            sc.get("mscale_all_dim") else mscale(factor)
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(orig / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(sc.get("beta_fast") or 32), correction_dim(sc.get("beta_slow") or 1)
+    low, high = max(math.floor(low), 0), min(math.ceil(high), dim - 1)
+    if low == high:
+        high += 0.001
+    out = []
+    for i in range(dim // 2):
+        pos_freq = base ** (2 * i / dim)
+        ramp = min(max((i - low) / (high - low), 0.0), 1.0)
+        extrapolation = 1 - ramp
+        out.append((1 / (factor * pos_freq)) * (1 - extrapolation) + (1 / pos_freq) * extrapolation)
+    return out, att
+
+
+def _llama3_reference(dim: int, base: float, sc: dict) -> list[float]:
+    out = []
+    for i in range(dim // 2):
+        f = 1 / base ** (2 * i / dim)
+        wavelen = 2 * math.pi / f
+        lo_w = sc["original_max_position_embeddings"] / sc["low_freq_factor"]
+        hi_w = sc["original_max_position_embeddings"] / sc["high_freq_factor"]
+        if wavelen < hi_w:
+            out.append(f)
+        elif wavelen > lo_w:
+            out.append(f / sc["factor"])
+        else:
+            smooth = (sc["original_max_position_embeddings"] / wavelen - sc["low_freq_factor"]) / (
+                sc["high_freq_factor"] - sc["low_freq_factor"])
+            out.append((1 - smooth) * f / sc["factor"] + smooth * f)
+    return out
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "beta_fast": 32, "beta_slow": 1}
+
+
+def test_rope_scaling_frequencies_match_the_transcriptions() -> None:
+    from eagle3_tui.eagle.drafter import rope_inv_freq
+
+    for dim, base, sc in ((4, 1000.0, YARN), (128, 1e6, {**YARN, "original_max_position_embeddings": 4096}),
+                          (64, 1e4, {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                     "original_max_position_embeddings": 4096})):
+        inv, att = rope_inv_freq(dim, base, sc, max_pos=2048)
+        want, want_att = _yarn_reference(dim, base, sc, 2048)
+        assert inv.tolist() == pytest.approx(want, rel=1e-5) and att == pytest.approx(want_att)
+    l3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}
+    inv, att = rope_inv_freq(128, 500000.0, l3)
+    assert inv.tolist() == pytest.approx(_llama3_reference(128, 500000.0, l3), rel=1e-5) and att == 1.0
+    inv, _ = rope_inv_freq(8, 1e4, {"rope_type": "linear", "factor": 2.0})
+    assert inv.tolist() == pytest.approx([1 / (2 * 1e4 ** (2 * i / 8)) for i in range(4)], rel=1e-6)
+
+
+def _reference_ext(w, embed, tok, h, pos, keys, values, inv_freq, att, qk_norm):
+    """`_reference_step` with given RoPE frequencies / attention factor and optional Qwen3 q/k norms."""
+    z = torch.cat(
+        [_rms(embed[tok], w["midlayer.input_layernorm.weight"]), _rms(h, w["midlayer.hidden_norm.weight"])]
+    )
+    q = (w["midlayer.self_attn.q_proj.weight"] @ z).view(4, 4)
+    k = (w["midlayer.self_attn.k_proj.weight"] @ z).view(2, 4)
+    v = (w["midlayer.self_attn.v_proj.weight"] @ z).view(2, 4)
+    if qk_norm:
+        q = torch.stack([_rms(q[i], w["midlayer.self_attn.q_norm.weight"], 1e-5) for i in range(4)])
+        k = torch.stack([_rms(k[i], w["midlayer.self_attn.k_norm.weight"], 1e-5) for i in range(2)])
+
+    def rot(vec: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(vec)
+        for i in range(2):
+            ang = pos * inv_freq[i]
+            a, b = vec[i], vec[i + 2]
+            out[i] = att * (a * math.cos(ang) - b * math.sin(ang))
+            out[i + 2] = att * (b * math.cos(ang) + a * math.sin(ang))
+        return out
+
+    q = torch.stack([rot(q[i]) for i in range(4)])
+    k = torch.stack([rot(k[i]) for i in range(2)])
+    all_k, all_v = [*keys, k], [*values, v]
+    heads = []
+    for hh in range(4):
+        scores = torch.stack([q[hh] @ kk[hh // 2] / 2.0 for kk in all_k])
+        p = torch.softmax(scores, 0)
+        heads.append(sum(p[j] * all_v[j][hh // 2] for j in range(len(all_v))))
+    x = h + w["midlayer.self_attn.o_proj.weight"] @ torch.cat(heads)
+    m = _rms(x, w["midlayer.post_attention_layernorm.weight"])
+    x = x + w["midlayer.mlp.down_proj.weight"] @ (
+        torch.nn.functional.silu(w["midlayer.mlp.gate_proj.weight"] @ m) * (w["midlayer.mlp.up_proj.weight"] @ m))
+    return w["lm_head.weight"] @ _rms(x, w["norm.weight"]), k, v
+
+
+def _ext_check(cfg: dict, tensors: dict, embed: torch.Tensor, inv_freq: list[float], att: float,
+               qk_norm: bool) -> torch.Tensor:
+    model = Eagle3Drafter.from_tensors(cfg, tensors, embed)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 30, (1, 9), generator=g)
+    aux = torch.randn(1, 9, 48, generator=g) * 3
+    with torch.no_grad():
+        logits, _ = model(ids, aux, aux=True)
+    keys, values = [], []
+    for t in range(9):
+        ref, k, v = _reference_ext(tensors, embed, int(ids[0, t]), tensors["fc.weight"] @ aux[0, t], t, keys, values,
+                                   inv_freq, att, qk_norm)
+        keys.append(k)
+        values.append(v)
+        torch.testing.assert_close(logits[0, t], ref, atol=1e-4, rtol=1e-4)
+    return logits
+
+
+def test_yarn_changes_logits_and_matches_the_reference() -> None:
+    """The issue: with and without YaRN the logits were identical (max difference exactly 0)."""
+    _, tensors, embed = _random_drafter(4)
+    plain = _ext_check(CFG, tensors, embed, [1 / 1000.0 ** (2 * i / 4) for i in range(2)], 1.0, False)
+    inv, att = _yarn_reference(4, 1000.0, YARN, 2048)
+    yarn = _ext_check({**CFG, "rope_scaling": YARN}, tensors, embed, inv, att, False)
+    assert float((yarn - plain).abs().max()) > 1e-3
+    # transformers 5 writes the same as rope_parameters (theta inside)
+    rp = {k: v for k, v in CFG.items() if k != "rope_theta"}
+    rp["rope_parameters"] = {**YARN, "rope_theta": 1000.0}
+    torch.testing.assert_close(_ext_check(rp, tensors, embed, inv, att, False), yarn)
+
+
+def test_qwen3_q_k_norm_changes_logits_and_matches_the_reference() -> None:
+    _, tensors, embed = _random_drafter(6)
+    g = torch.Generator().manual_seed(7)
+    qk = dict(tensors, **{"midlayer.self_attn.q_norm.weight": torch.rand(4, generator=g) + 0.5,
+                          "midlayer.self_attn.k_norm.weight": torch.rand(4, generator=g) + 0.5})
+    inv = [1 / 1000.0 ** (2 * i / 4) for i in range(2)]
+    with_norm = _ext_check({**CFG, "model_type": "qwen3"}, qk, embed, inv, 1.0, True)
+    without = _ext_check(CFG, tensors, embed, inv, 1.0, False)
+    assert float((with_norm - without).abs().max()) > 1e-3
