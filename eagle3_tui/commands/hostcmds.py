@@ -9,7 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import ApplyPlan, Session, SessionEvent
+    from eagle3_tui.sglang.client import BenchResult
+    from eagle3_tui.sglang.logline import DecodeStats
+    from eagle3_tui.telemetry.metrics import Telemetry
 
 NAMES = ("doctor", "watch", "bench", "apply", "restart", "rollback", "presets")
 _CHANGING = {"apply": "apply a preset", "restart": "restart the server", "rollback": "roll back"}
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
 
-def _profile(args: argparse.Namespace) -> Any:
+def _profile(args: argparse.Namespace) -> Profile:
     from eagle3_tui.profile import load_profile
 
     overrides: dict[str, Any] = {"port": args.port}
@@ -107,7 +114,7 @@ async def _run(args: argparse.Namespace) -> int:
         await session.close()
 
 
-def _server_line(session: Any) -> str:
+def _server_line(session: Session) -> str:
     s = session.server
     spec = (f"steps {s.steps} topk {s.topk} draft tokens {s.draft_tokens}" if s.speculative
             else "no speculation")
@@ -115,7 +122,7 @@ def _server_line(session: Any) -> str:
     return f"server: {s.state} ({where}, port {s.port}); {spec}; log {s.log_path or '?'}"
 
 
-async def _doctor(session: Any, args: argparse.Namespace) -> int:
+async def _doctor(session: Session, args: argparse.Namespace) -> int:
     import json
 
     from eagle3_tui.errors import UserError
@@ -140,7 +147,7 @@ async def _doctor(session: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _server_json(session: Any) -> dict[str, Any]:
+def _server_json(session: Session) -> dict[str, Any]:
     s = session.server
     return {"state": s.state, "pid": s.pid, "port": s.port, "speculative": s.speculative, "steps": s.steps,
             "topk": s.topk, "draft_tokens": s.draft_tokens, "requested_draft_tokens": s.requested_draft_tokens,
@@ -149,7 +156,7 @@ def _server_json(session: Any) -> dict[str, Any]:
             "log_path": s.log_path}
 
 
-def format_decode(ev: Any, telemetry: Any) -> str:
+def format_decode(ev: DecodeStats, telemetry: Telemetry) -> str:
     """One line per decode stat: time, accept length, both accept rates, tok/s, queue."""
     import time
 
@@ -171,7 +178,7 @@ def format_decode(ev: Any, telemetry: Any) -> str:
     return "  ".join(parts)
 
 
-async def _watch(session: Any, args: argparse.Namespace) -> int:
+async def _watch(session: Session, args: argparse.Namespace) -> int:
     import asyncio
 
     from eagle3_tui.errors import UserError
@@ -184,7 +191,7 @@ async def _watch(session: Any, args: argparse.Namespace) -> int:
     done = asyncio.Event()
     seen = 0
 
-    def on_event(ev: Any) -> None:
+    def on_event(ev: SessionEvent) -> None:
         nonlocal seen
         if isinstance(ev, LogBatch):
             for e in ev.events:
@@ -202,7 +209,7 @@ async def _watch(session: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _bench(session: Any, args: argparse.Namespace) -> int:
+async def _bench(session: Session, args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
@@ -225,7 +232,7 @@ async def _bench(session: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def format_bench(r: Any, baseline_tps: float | None) -> str:
+def format_bench(r: BenchResult, baseline_tps: float | None) -> str:
     from eagle3_tui.telemetry.metrics import speedup
 
     def f(v: float | None, fmt: str = "{:.2f}") -> str:
@@ -247,7 +254,7 @@ def format_bench(r: Any, baseline_tps: float | None) -> str:
     return "\n".join(lines)
 
 
-def _print_plan(plan: Any) -> None:
+def _print_plan(plan: ApplyPlan) -> None:
     print(f"preset {plan.preset.name} ({plan.preset.kind}) -> {plan.path}")
     print(plan.diff.rstrip() if plan.diff else "(no change)")
     for w in plan.warnings:
@@ -256,21 +263,21 @@ def _print_plan(plan: Any) -> None:
         print(f"problem: {p}")
 
 
-def _progress_printer(ev: Any) -> None:
+def _progress_printer(ev: SessionEvent) -> None:
     from eagle3_tui.session import RestartProgress
 
     if isinstance(ev, RestartProgress):
         print(f"[{ev.elapsed_s:6.1f}s] {ev.phase}: {ev.message}", flush=True)
 
 
-def _print_failure(session: Any) -> None:
+def _print_failure(session: Session) -> None:
     if session.server.state == "failed" and session.server.log_tail:
         print("last lines of the server log:", file=sys.stderr)
         for line in session.server.log_tail:
             print(f"  {line}", file=sys.stderr)
 
 
-async def _apply(session: Any, args: argparse.Namespace) -> int:
+async def _apply(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.errors import UserError
 
     plan = await session.plan_apply(args.preset)
@@ -281,17 +288,17 @@ async def _apply(session: Any, args: argparse.Namespace) -> int:
                                     lambda: session.apply(plan))
 
 
-async def _restart(session: Any, args: argparse.Namespace) -> int:
+async def _restart(session: Session, args: argparse.Namespace) -> int:
     return await _confirmed_restart(session, args, "restart the server?", session.restart)
 
 
-async def _rollback(session: Any, args: argparse.Namespace) -> int:
+async def _rollback(session: Session, args: argparse.Namespace) -> int:
     return await _confirmed_restart(session, args, "roll back the last preset and restart the server?",
                                     session.rollback)
 
 
 async def _confirmed_restart(
-    session: Any, args: argparse.Namespace, question: str, action: Callable[[], Awaitable[None]]
+    session: Session, args: argparse.Namespace, question: str, action: Callable[[], Awaitable[None]]
 ) -> int:
     """Every changing command: confirm, print restart progress, on failure the failure and log tail."""
     from eagle3_tui.errors import UserError
@@ -307,7 +314,7 @@ async def _confirmed_restart(
     return 0
 
 
-async def _presets(session: Any, args: argparse.Namespace) -> int:
+async def _presets(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.eagle.wiring import format_boundaries
 
     active = session.server.active_preset

@@ -26,7 +26,7 @@ POLL_INTERVAL_S = 3.0
 TICK_S = 0.5
 LAST_LINES_GRACE_S = 0.5
 
-Step = Callable[[], Awaitable[Any]]
+Step = Callable[[], Awaitable[object]]
 
 
 def server_info_changes(info: dict[str, Any]) -> dict[str, Any]:
