@@ -1,0 +1,111 @@
+"""The view model as plain unit tests (no App, no Pilot): status-bar parts, chart series, strips, and
+the one predicted accept length, over snapshots built from the project's own views and telemetry."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from eagle3_tui.doctor.findings import Finding
+from eagle3_tui.eagle.accuracy import predicted_accept_len
+from eagle3_tui.session import ConnView, ServerView
+from eagle3_tui.sglang.logline import DecodeStats, LogReader
+from eagle3_tui.telemetry.metrics import Telemetry
+from eagle3_tui.ui import viewmodel as vm
+from tests.ui.recorded import recorded_lines, recorded_report
+
+SERVED = ServerView(
+    state="ready",
+    pid=4242,
+    started_at=1000.0,
+    speculative=True,
+    steps=1,
+    topk=1,
+    draft_tokens=2,
+    requested_draft_tokens=16,
+    layer_ids=None,
+    boundaries=(2, 6, 9),
+    active_preset="sglang-default",
+)
+
+
+def recorded_telemetry() -> tuple[Telemetry, float]:
+    tel = Telemetry()
+    tel.baseline_tps = 90.0
+    reader = LogReader()
+    for line in recorded_lines():
+        for ev in reader.feed(line):
+            if isinstance(ev, DecodeStats):
+                tel.ingest(ev)
+    last = tel.last_time()
+    assert last is not None
+    return tel, last
+
+
+def snap(**changes) -> vm.Snapshot:
+    tel, _ = recorded_telemetry()
+    base = vm.Snapshot(host="gpu-box", conn=ConnView("connected"), server=SERVED, telemetry=tel)
+    return dataclasses.replace(base, **changes)
+
+
+def test_status_parts_say_what_the_server_runs_and_how_it_does():
+    s = snap(findings=(Finding("steps-override", "warning", "t"), Finding("wiring-mismatch", "error", "t")))
+    parts = vm.status_parts(s, now=1398.0, restart_note="restart: launching (3s)")
+    top, bottom = " │ ".join(parts.top), " │ ".join(parts.bottom)
+    assert top.startswith("[b]gpu-box[/b] [$success]● connected[/]")
+    assert "server [$success]ready[/] pid 4242 up 6m38s" in top
+    assert "draft tokens [$accept-warn]2 (asked 16)[/]" in top
+    assert "restart: launching (3s)" in top and "READONLY" not in top
+    assert bottom.startswith("ids unset → h2, h6, h9 │ preset sglang-default")
+    assert "tok/s (base 90.0)" in bottom and "1✖" in bottom and "1▲" in bottom
+    assert parts.markup().count("\n") == 1
+
+
+def test_status_parts_readonly_reconnecting_and_no_speculation():
+    s = snap(conn=ConnView("reconnecting", attempt=2, next_try_s=4.0), readonly=True,
+             server=dataclasses.replace(SERVED, speculative=False, state="starting"))  # fmt: skip
+    parts = vm.status_parts(s, now=0.0)
+    assert "reconnecting 2, next try in 4s" in parts.top[0]
+    assert "speculation off" in parts.top and "READONLY" in parts.top[-1]
+    assert " up " not in parts.top[1]
+
+
+def test_the_predicted_accept_length_is_the_checks_for_the_served_boundaries():
+    report = recorded_report()
+    s = snap(check=report)
+    expected = predicted_accept_len(report, SERVED.boundaries)
+    assert expected is not None and vm.predicted(s) == expected
+    assert f"(check {expected:.2f})" in " ".join(vm.status_parts(s, now=0.0).bottom)
+    # other boundaries than any wiring measured: no prediction, no reference line
+    other = snap(check=report, server=dataclasses.replace(SERVED, boundaries=(1, 2, 3)))
+    assert vm.predicted(other) is None
+    assert vm.accept_series(other, t_end=0.0, window_s=300, points=50).references == []
+
+
+def test_accept_series_has_the_prediction_the_tps_series_the_baseline():
+    tel, t_end = recorded_telemetry()
+    tel.mark(t_end - 100, "preset steps=15")
+    s = snap(telemetry=tel, check=recorded_report())
+    acc = vm.accept_series(s, t_end=t_end, window_s=300, points=60)
+    assert 0 < len(acc.xs) <= 60 and all(-300 <= x <= 0 for x in acc.xs)
+    assert acc.references[0][1].startswith("check predicts ")
+    assert acc.markers == [(-100.0, "preset steps=15")]
+    tps = vm.tps_series(s, t_end=t_end, window_s=60, points=500)
+    assert tps.references == [(90.0, "baseline 90.0")]
+    assert len(tps.xs) < len(acc.xs) or len(tps.xs) <= 31  # a one-minute window holds fewer points
+
+
+def test_strips_and_windows():
+    tel, t_end = recorded_telemetry()
+    name, fmt = vm.STRIPS[0][1], vm.STRIPS[0][2]
+    strip = vm.strip_view(tel, name, fmt, t_end=t_end, window_s=300, width=40)
+    assert 0 < len(strip.values) <= 40 and strip.last == f"{tel.series[name].last()[1]:.0f}"
+    assert vm.strip_view(Telemetry(), name, fmt, t_end=0, window_s=300, width=40) == vm.StripView()
+    assert vm.step_window(300.0, -1) == 60.0 and vm.step_window(60.0, -1) == 60.0
+    assert vm.step_window(123.0, 1) == 900.0 and vm.step_window(6 * 3600.0, 1) == 6 * 3600.0
+    assert vm.window_label(900) == "window 15 min (-/+)" and vm.window_label(3600) == "window 1 h (-/+)"
+
+
+def test_restart_note_is_empty_once_the_restart_ended():
+    assert vm.restart_note("launching", "pid 7", 3.2) == "restart: launching pid 7 (3s)"
+    for phase in ("ready", "failed", "done"):
+        assert vm.restart_note(phase, "x", 9.0) == ""
