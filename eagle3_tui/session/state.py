@@ -78,7 +78,7 @@ class RunState:
         return self.failure if self.phase == "failed" else None
 
 
-def _fresh(state: RunState, launch: int) -> RunState:
+def _fresh(launch: int) -> RunState:
     return RunState(launch=launch, reading=launch, phase="started", failure=None)
 
 
@@ -86,9 +86,9 @@ def reduce(state: RunState, event: RunEvent) -> RunState:
     """The next state; events that do not concern the run (decode stats, warnings, ...) leave it."""
     if isinstance(event, Launched):
         n = state.launch + 1
-        return replace(state, launch=n) if event.rotates else _fresh(state, n)
+        return replace(state, launch=n) if event.rotates else _fresh(n)
     if isinstance(event, LogSwitched):
-        return state if state.reading == state.launch else _fresh(state, state.launch)
+        return state if state.reading == state.launch else _fresh(state.launch)
     if isinstance(event, Failure):
         return replace(state, phase="failed", failure=event)
     if isinstance(event, ServerReady) and state.phase == "started":
