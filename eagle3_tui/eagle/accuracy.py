@@ -284,10 +284,16 @@ def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoa
     data = _read_data(opts, d, report, out)
     tensors = _load_draft(d.header)
     embed = _embedding(opts, d, tensors, report)
-    slot_b = report.slot_boundaries
-    report.probe = [p.to_dict() for p in ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)]
+    probe = ds_mod.norm_probe(data, embed=embed, slot_boundaries=report.slot_boundaries)
+    slot_b = _assume_slots(d, data, probe, report)
+    report.probe = [p.to_dict() for p in ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)] \
+        if slot_b != report.slot_boundaries else [p.to_dict() for p in probe]
+    report.slot_boundaries = slot_b
     out({"event": "probe", "slots": report.probe})
-    wirings = _wirings(opts, d, data, report)
+    # generator-made speculators files end with boundary N, which no server captures; hand-made sets
+    # (an embedding slot, the seeds' [embed, l3, l31, l59]) may end with a served layer
+    generated = data.layout == "speculators" and not any(p.embed_like for p in probe)
+    wirings = _wirings(opts, d, data, report, data.final_slot if generated else None)
     out({"event": "wirings", "wirings": [w.to_dict() for w in wirings]})
     head, head_note = _target_head(d, opts, embed)
     model = _build(opts, d, tensors, embed, head, device, dtype)
@@ -369,17 +375,29 @@ def _read_data(opts: CheckOptions, d: _Draft, report: CheckReport, emit: Emit) -
     if slot_b is not None and len(slot_b) != data.num_slots:
         raise ck.BadInput(f"--data-slots names {len(slot_b)} boundaries but {data.files[0]} holds "
                           f"{data.num_slots} hidden-state slots")
-    if slot_b is None and data.layout == "speculators":
-        ids, _read = wr.config_layer_ids(d.header.config)  # a speculators config: vLLM counting
-        assumed, note = tr.speculators_slot_boundaries(data.num_slots, d.num_layers, ids)
-        if assumed is not None:
-            slot_b = list(assumed)
-            report.notes.append(note)
     report.slot_boundaries = slot_b
     emit({"event": "data", "layout": data.layout, "files": len(data.samples), "files_total": data.total_files,
           "positions": data.positions, "slots": data.num_slots, "hidden": data.hidden_size, "notes": data.notes,
           "split": data.split})
     return data
+
+
+def _assume_slots(d: _Draft, data: Any, probe: list[Any], report: CheckReport) -> list[int] | None:
+    """speculators data without --data-slots: its generator's layout (aux ids, then the last layer N),
+    unless a slot is the embedding output (then the files were written some other way)."""
+    if report.slot_boundaries is not None or data.layout != "speculators":
+        return report.slot_boundaries
+    ids, _read = wr.config_layer_ids(d.header.config)  # a speculators config: vLLM counting
+    assumed, note = tr.speculators_slot_boundaries(data.num_slots, d.num_layers, ids)
+    if assumed is None:
+        return None
+    embed_slots = [p.slot for p in probe if p.embed_like]
+    if embed_slots and 0 not in assumed:
+        report.notes.append(f"slot {embed_slots[0]} is the embedding output, so these files do not follow "
+                            f"speculators' generator layout: give --data-slots to name the slots' boundaries")
+        return None
+    report.notes.append(note)
+    return list(assumed)
 
 
 def _embedding(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], report: CheckReport) -> Any:
@@ -395,7 +413,7 @@ def _embedding(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], report: C
                       f"found{where}: the check needs the target's embedding (give --target DIR)")
 
 
-def _wirings(opts: CheckOptions, d: _Draft, data: Any, report: CheckReport) -> list[Any]:
+def _wirings(opts: CheckOptions, d: _Draft, data: Any, report: CheckReport, final_slot: int | None) -> list[Any]:
     cfg_ids, cfg_read = wr.config_layer_ids(d.cfg)
     training = data.training_slots
     if len(training) != d.num_aux:
@@ -406,7 +424,7 @@ def _wirings(opts: CheckOptions, d: _Draft, data: Any, report: CheckReport) -> l
         return wr.candidate_wirings(num_slots=data.num_slots, num_aux=d.num_aux,
                                     slot_boundaries=report.slot_boundaries, num_layers=d.num_layers,
                                     config_ids=cfg_ids, config_ids_read=cfg_read, training_slots=training,
-                                    extra=opts.wirings, final_slot=data.final_slot)
+                                    extra=opts.wirings, final_slot=final_slot)
     except ValueError as err:
         raise ck.BadInput(str(err)) from None
 
