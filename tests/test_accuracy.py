@@ -124,6 +124,15 @@ def test_target_tail_recovers_the_final_state(tmp_path: Path) -> None:
     assert tail is not None and why == ""
     out = tail.to("cpu")(hs[2][0])
     assert torch.allclose(out, hs[5][0], atol=1e-4)
+    # Llama-3.1 targets carry llama3 rope scaling: the tail runs it (it was refused before) and it matters
+    l3 = {**cfg, "max_position_embeddings": 64, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16}}
+    scaled, why = _TargetTail.build(TargetWeights(str(tmp_path)), l3, 2, 5)
+    assert scaled is not None and why == ""
+    assert float((scaled.to("cpu")(hs[2][0]) - out).abs().max()) > 1e-3
+    odd, why = _TargetTail.build(TargetWeights(str(tmp_path)), {**cfg, "rope_scaling": {"rope_type": "longrope"}}, 2, 5)
+    assert odd is None and "not one the tail models" in why
     # MoE-style layers are refused with a reason
     cut = {k: v for k, v in model.state_dict().items() if "layers.4.mlp.gate_proj" not in k}
     save_file({k: v.contiguous() for k, v in cut.items()}, str(tmp_path / "model.safetensors"))

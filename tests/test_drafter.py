@@ -347,3 +347,53 @@ def test_qwen3_q_k_norm_changes_logits_and_matches_the_reference() -> None:
     with_norm = _ext_check({**CFG, "model_type": "qwen3"}, qk, embed, inv, 1.0, True)
     without = _ext_check(CFG, tensors, embed, inv, 1.0, False)
     assert float((with_norm - without).abs().max()) > 1e-3
+
+
+def test_norm_output_in_each_trainers_meaning() -> None:
+    """speculators' norm_output feeds norm(h) to the next step (step 0 unchanged); SpecForge's
+    norm_output false drops the norm before lm_head (every step changes)."""
+    from eagle3_tui.eagle.drafter import DraftForward, forward_as_trained
+
+    assert forward_as_trained({"speculators_model_type": "eagle3", "norm_output": True}).feed_normed
+    assert forward_as_trained({"norm_output": True}) == DraftForward()  # SpecForge's default: norm before lm_head
+    assert not forward_as_trained({"norm_output": False}).head_norm
+    model, w, _ = _random_drafter(8)
+    g = torch.Generator().manual_seed(9)
+    ids = torch.randint(0, 30, (1, 6), generator=g)
+    aux = torch.randn(1, 6, 48, generator=g)
+    with torch.no_grad():
+        base = model.chain_forward(ids, aux, 2)
+        model.fwd = DraftForward(feed_normed=True)
+        fed = model.chain_forward(ids, aux, 2)
+        model.fwd = DraftForward(head_norm=False)
+        raw = model.chain_forward(ids, aux, 2)
+    torch.testing.assert_close(fed[0], base[0])
+    assert float((fed[1] - base[1]).abs().max()) > 1e-3
+    h = model.project_aux(aux)
+    _, pre = model(ids, aux)
+    torch.testing.assert_close(raw[0], pre @ w["lm_head.weight"].T)  # lm_head(h), no final norm
+    assert h.shape == pre.shape
+
+
+def test_input_norm_fc_norm_and_norm_before_residual() -> None:
+    from eagle3_tui.eagle.drafter import DraftForward
+
+    _, tensors, embed = _random_drafter(10)
+    g = torch.Generator().manual_seed(11)
+    extra = dict(tensors, **{"input_norm.weight": torch.rand(48, generator=g) + 0.5})
+    model = Eagle3Drafter.from_tensors({**CFG, "norm_before_fc": True}, extra, embed)
+    assert model.fwd.input_norm and model.input_norm is not None
+    aux = torch.randn(1, 5, 48, generator=g) * 4
+    want = tensors["fc.weight"] @ _rms(aux[0, 2], extra["input_norm.weight"])
+    torch.testing.assert_close(model.project_aux(aux)[0, 2], want, atol=1e-4, rtol=1e-4)
+    fcn = dict(tensors, **{f"fc_norm.{i}.weight": torch.rand(16, generator=g) + 0.5 for i in range(3)})
+    model = Eagle3Drafter.from_tensors(CFG, fcn, embed)
+    chunks = [_rms(aux[0, 2, 16 * i: 16 * (i + 1)], fcn[f"fc_norm.{i}.weight"]) for i in range(3)]
+    torch.testing.assert_close(model.project_aux(aux)[0, 2], tensors["fc.weight"] @ torch.cat(chunks), atol=1e-4,
+                               rtol=1e-4)
+    plain = Eagle3Drafter.from_tensors(CFG, tensors, embed)
+    nbr = Eagle3Drafter.from_tensors({**CFG, "norm_before_residual": True}, tensors, embed)
+    assert nbr.fwd == DraftForward(norm_before_residual=True)
+    ids = torch.randint(0, 30, (1, 5), generator=g)
+    with torch.no_grad():
+        assert float((nbr(ids, aux)[0] - plain(ids, aux)[0]).abs().max()) > 1e-3

@@ -108,3 +108,20 @@ def test_wiring_with_the_wrong_count_is_named_not_run() -> None:
     by = {x.name: x for x in ws}
     assert by["training"].slots == (0, 1, 2, 3)
     assert by["serving default"].slots == () and "feeds 3 hidden states but the draft's fc takes 4" in by["serving default"].note
+
+
+def test_ids_in_any_convention_reach_fc_in_ascending_order() -> None:
+    """Engines capture inside their layer loop: vllm:29,2,16 is fed as boundaries 2, 16, 29."""
+    kw = {"num_slots": 4, "num_aux": 3, "slot_boundaries": (2, 3, 16, 29), "num_layers": 32}
+    assert w.parse_wiring("vllm:29,2,16", **kw).boundaries == (2, 16, 29)
+    assert w.parse_wiring("specforge:28,1,15", **kw).boundaries == (2, 16, 29)
+    assert w.parse_wiring("vllm:29,2,16", **kw).slots == (0, 2, 3)
+    with pytest.raises(ValueError, match="repeats a layer id"):
+        w.parse_wiring("vllm:2,2,16", **kw)
+
+
+def test_serving_fallback_never_feeds_the_verifier_state() -> None:
+    ws = w.candidate_wirings(num_slots=4, num_aux=3, final_slot=3)
+    assert {x.name: x.slots for x in ws}["serving default"] == (0, 1, 2)
+    ws = w.candidate_wirings(num_slots=4, num_aux=3)
+    assert {x.name: x.slots for x in ws}["serving default"] == (1, 2, 3)

@@ -680,16 +680,20 @@ class _TargetTail:
         self.heads = int(cfg["num_attention_heads"])
         self.kv_heads = int(cfg.get("num_key_value_heads") or self.heads)
         self.head_dim = int(cfg.get("head_dim") or h // self.heads)
-        self.theta = float(cfg.get("rope_theta") or 10000.0)
         self.eps = float(cfg.get("rms_norm_eps") or 1e-6)
+        dm = _drafter_module()
+        theta, scaling = dm.rope_config(cfg)
+        self.rotary = dm.Rotary(self.head_dim, theta, scaling, int(cfg.get("max_position_embeddings") or 2048))
         self.device: Any = "cpu"
 
     @classmethod
     def build(cls, tw: TargetWeights | None, cfg: dict, start: int, n: int) -> tuple[_TargetTail | None, str]:
         if tw is None:
             return None, "no target weights"
-        if cfg.get("rope_scaling"):
-            return None, f"the target uses rope_scaling {cfg.get('rope_scaling')!r}, which the tail does not model"
+        try:
+            _drafter_module().rope_inv_freq(8, 10000.0, _drafter_module().rope_config(cfg)[1])
+        except (ValueError, KeyError, TypeError):
+            return None, f"the target's rope scaling {cfg.get('rope_scaling')!r} is not one the tail models"
         if not all(isinstance(cfg.get(k), int) for k in ("hidden_size", "num_attention_heads")):
             return None, "the target config lacks hidden_size / num_attention_heads"
         embed = tw.role("embed") or "model.embed_tokens.weight"
@@ -724,15 +728,10 @@ class _TargetTail:
         import torch
         import torch.nn.functional as F
 
-        if __package__:
-            from .drafter import apply_rope, rope_cos_sin
-        else:
-            from drafter import apply_rope, rope_cos_sin  # type: ignore[no-redef]
+        apply_rope = _drafter_module().apply_rope
         x = hidden.to(device=self.device, dtype=torch.float32)[None]
         t = x.shape[1]
-        pos = torch.arange(t)[None]
-        cos, sin = rope_cos_sin(pos, self.head_dim, self.theta, torch.float32)
-        cos, sin = cos.to(self.device), sin.to(self.device)
+        cos, sin = self.rotary(torch.arange(t, device=self.device)[None], torch.float32)
         with torch.inference_mode():
             for w in self.layers:
                 z = self._rms(x, w["input_layernorm.weight"])
