@@ -172,7 +172,7 @@ def format_report(report: CheckReport) -> str:
     lines.append(f"draft {report.draft_dir}")
     lines.append(f"data  {report.data}: {report.layout}, {report.files_read} of {report.files_total} files, "
                  f"{report.positions} positions, labels: {report.label_source or '-'}, "
-                 f"{report.steps} chain steps, {report.device} {report.dtype}")
+                 f"{report.steps} chain steps, {report.device} {report.dtype}, {report.split} split")
     lines.append("")
     head = ["wiring", "boundaries", "slots", "top-1", "top-5", "accept per step", "accept len", "tok/s"]
     rows = [head]
@@ -197,6 +197,12 @@ def format_report(report: CheckReport) -> str:
     for w in report.wirings:
         if w.note:
             lines.append(f"  {w.name}: {w.note}")
+    trained = [w for w in report.wirings if w.top1 is not None and w.trainer.get("acc") and not w.note]
+    if trained:  # the trainer's own metric, as it defines it, beside the served numbers above
+        lines.append(f"in the trainer's terms: {trained[0].trainer.get('definition')}")
+        for w in trained:
+            lines.append(f"  {w.name}: acc per step {' '.join(_pct(a) for a in w.trainer['acc'])}"
+                         + (f", cond {' '.join(_pct(a) for a in w.trainer['cond_acc'])}" if w.trainer.get("cond_acc") else ""))
     best = report.best()
     if best is not None:
         lines.append(f"best: {best.name} ({format_boundaries(best.boundaries)}), top-1 {_pct(best.top1)}, "
