@@ -1,20 +1,25 @@
 """The standalone accuracy check: the draft fed its own training data under several wirings.
 
-For each wiring (which data slots go into fc), over a bounded sample of loss-masked positions:
-top-1 and top-5 next-token accuracy (draft ids mapped through d2t, compared with the target's
-token; a token outside the draft vocabulary counts as a miss, as in SpecForge), and a chain
-simulation for the configured number of steps (the draft's pre-norm output fed forward with the
-next true token, stopping at the first miss) giving the conditional per-step acceptance a_j and
-the predicted accept length tau = 1 + sum_i prod_{j<=i} a_j.
+For each wiring (which data slots go into fc), over a bounded sample of loss-masked positions
+(the trainer's own validation rows when they can be found: `split`): top-1 and top-5 next-token
+accuracy as SGLang accepts (draft ids mapped through d2t, compared with the target's full-vocabulary
+argmax; a token outside the draft vocabulary is a miss), a chain simulation for the configured number
+of steps (the draft's output state fed forward with the next true token, stopping at the first miss)
+giving the conditional per-step acceptance a_j and the predicted accept length
+tau = 1 + sum_i prod_{j<=i} a_j, and beside them the trainer's own metric named as it defines it
+(`trainer`: SpecForge acc_k, speculators full/cond acc; see trainers.py). When the installed SGLang
+(`ServedLoader`) does not run what the draft was trained with (norms, rope scaling, layers), the numbers
+are those of the served forward and `as_trained` holds the trained forward's.
 
 It runs in-process (`run_check`) or as a plain script next to the data on the GPU host:
 
-    python accuracy.py --draft DIR --data GLOB [--target DIR|config.json] [--wiring SPEC ...]
+    python accuracy.py --draft DIR --data ROOT|GLOB [--target DIR|config.json] [--wiring SPEC ...]
 
 which prints JSON lines (start, findings, data, probe, wirings, progress, result, done | error) and
 exits when its stdin closes (the SSH channel went away). Only the standard library, torch and
-safetensors are needed; its siblings (drafter, datasets, wiring, checkpoint) are imported either
-as package modules or as plain files in the same directory.
+safetensors are needed (pyarrow, when importable, reads speculators' loss masks); its siblings
+(drafter, datasets, wiring, checkpoint, trainers) are imported either as package modules or as plain
+files in the same directory.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -280,7 +280,6 @@ class DraftForward:
     rope_scaling: bool = True  # apply the config's rope scaling (theta always applies)
     extra_layers: bool = True  # run draft layers after the first
     rope_theta: float | None = None  # None: the config's
-    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def differences(self, other: DraftForward) -> list[str]:
         """Names of the operations on which two forwards differ."""

@@ -155,16 +155,22 @@ def test_two_layer_speculators_draft(tmp_path: Path) -> None:
 
 
 def test_original_release_bin_weights(world: W.TrainerWorld, tmp_path: Path) -> None:
+    """SafeAILab/EAGLE releases: pytorch_model.bin and architectures LlamaForCausalLM
+    (eagle/traineagle3/config.json): read, measured, and the architecture named."""
     import torch
     from safetensors.torch import load_file
 
     d = tmp_path / "bin-draft"
     d.mkdir()
-    shutil.copy(world.sglang_draft / "config.json", d / "config.json")
+    cfg = json.loads((world.sglang_draft / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "architectures": ["LlamaForCausalLM"]}))
     torch.save(load_file(str(world.sglang_draft / "model.safetensors")), d / "pytorch_model.bin")
-    a = check(d, world.root / "specforge-out", world.target).result("training")
+    rep = check(d, world.root / "specforge-out", world.target)
+    a = rep.result("training")
     b = check(world.sglang_draft, world.root / "specforge-out", world.target).result("training")
     assert (a.top1, a.trainer) == (b.top1, b.trainer)
+    [arch] = [f for f in rep.findings if f["kind"] == "architecture"]
+    assert "architectures LlamaForCausalLM" in arch["message"] and "LlamaForCausalLMEagle3" in arch["message"]
 
 
 def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
