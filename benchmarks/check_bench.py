@@ -121,14 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         header = ck.read_header(str(draft))
         tensors = accuracy._load_draft(header)
         embed = accuracy.TargetWeights(str(target)).get("model.embed_tokens.weight")
-        if device.type != "cpu":
-            accuracy._device_safe_rope(accuracy._drafter_module())
-        model = accuracy._build_drafter(header.config, tensors, embed, None).to(device=device, dtype=dtype)
+        model = accuracy._drafter_module().Eagle3Drafter.from_tensors(ck.flat_config(header.config), tensors, embed)
+        model = model.to(device=device, dtype=dtype)
         model.embed_weight = model.embed_weight.to(device=device, dtype=dtype)
         model.d2t = model.d2t.to(device)
         del tensors
         ds = datasets.load(data_glob, max_positions=opts.samples)
-        labels, _, _ = accuracy._labels(ds, "tokens", None, None, None, None, {}, device)
+        labels = accuracy._Labels(accuracy._token_labels(ds), None, "tokens")
         w = wiring.Wiring("training", None, (0, 1, 2))
         if device.type == "cuda":
             accuracy.stage_on_device(ds, set(w.slots), device, dtype)  # as run_check does on a GPU
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             o = accuracy.CheckOptions(**{**opts.__dict__, "steps": steps})
             sync()
             t = time.perf_counter()
-            accuracy._evaluate(model, ds, labels, w, o, device, dtype, progress=lambda n: None)
+            accuracy._evaluate(model, ds, labels, w, o, device, dtype, None, progress=lambda n: None)
             sync()
             return time.perf_counter() - t
 
