@@ -189,3 +189,38 @@ def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: P
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
     report = events[-1]["report"]
     assert report["split"] == "validation" and report["wirings"][0]["trainer"]["acc"][0] == 1.0
+
+
+def test_speculators_draft_config_names_the_ids_it_was_trained_on(world: W.TrainerWorld, tmp_path: Path) -> None:
+    """A speculators draft config records eagle_aux_hidden_state_layer_ids (vLLM counting, top level):
+    the data's slots are those ids then N; SGLang does not read the top-level key, so "draft config"
+    is its default."""
+    d = tmp_path / "draft"
+    shutil.copytree(world.speculators_draft, d)
+    (d / "config.json").write_text(json.dumps(W.speculators_config([9, 2, 6])))
+    rep = check(d, world.root / "speculators-out", world.target)
+    assert rep.slot_boundaries == [2, 6, 9, 12]
+    assert any("the draft config's eagle_aux_hidden_state_layer_ids plus the last layer 12" in n for n in rep.notes)
+    assert rep.result("draft config").source.startswith("draft config (no ids SGLang reads")
+
+
+def test_sharded_bin_index(world: W.TrainerWorld, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    from eagle3_tui.eagle import checkpoint as ck
+
+    sd = load_file(str(world.sglang_draft / "model.safetensors"))
+    names = sorted(sd)
+    parts = {"pytorch_model-00001-of-00002.bin": names[::2], "pytorch_model-00002-of-00002.bin": names[1::2]}
+    d = tmp_path / "sharded"
+    d.mkdir()
+    shutil.copy(world.sglang_draft / "config.json", d / "config.json")
+    for fn, keys in parts.items():
+        torch.save({k: sd[k] for k in keys}, d / fn)
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"weight_map": {k: fn for fn, keys in parts.items() for k in keys}}))
+    header = ck.read_header(str(d))
+    assert set(header.tensors) == set(names) and len(header.files) == 2
+    a = check(d, world.root / "specforge-out", world.target).result("training")
+    assert a.trainer["acc"] == W.specforge_acc(world, range(N_SAMPLES))
