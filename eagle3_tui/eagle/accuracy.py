@@ -289,6 +289,7 @@ def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoa
     data = _read_data(opts, d, report, out)
     tensors = _load_draft(d.header)
     embed = _embedding(opts, d, tensors, report)
+    _trained_embedding(tensors, embed, d, loader, report)
     probe = ds_mod.norm_probe(data, embed=embed, slot_boundaries=report.slot_boundaries)
     slot_b = _assume_slots(d, data, probe, report)
     report.probe = [p.to_dict() for p in ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)] \
@@ -403,6 +404,22 @@ def _assume_slots(d: _Draft, data: Any, probe: list[Any], report: CheckReport) -
         return None
     report.notes.append(note)
     return list(assumed)
+
+
+def _trained_embedding(tensors: dict[str, Any], embed: Any, d: _Draft, loader: tr.ServedLoader,
+                       report: CheckReport) -> None:
+    """A draft embedding that differs from the target's, where SGLang swaps in the target's: the served
+    draft is not the trained one."""
+    own = tensors.get("embed_tokens.weight")
+    if own is None or own is embed or not loader.replaces_embedding or d.ht != int(own.shape[-1]):
+        return
+    if tuple(own.shape) != tuple(embed.shape):
+        return
+    diff = float((own.float() - embed.float()).abs().max())
+    if diff > 1e-2 * max(1e-6, float(embed.float().abs().max())):
+        report.findings.append(ck.CheckpointIssue("embedding", "embed_tokens.weight", (
+            f"the draft's embed_tokens.weight differs from the target's embedding (max difference {diff:.3g}), "
+            f"and {loader.name} replaces it with the target's: the served draft is not the trained one")).to_dict())
 
 
 def _embedding(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], report: CheckReport) -> Any:

@@ -276,6 +276,9 @@ def read_sample(path: str, layout: str | None = None) -> tuple[Sample, dict[str,
         sample = Sample(path, ids, mask, slots)
     elif layout == "specforge":
         d = _torch_load(path)
+        if isinstance(d, dict) and "hidden_state" in d and "aux_hidden_state" not in d:
+            raise BadInput(f"{path} holds one hidden state per position and no aux_hidden_state (EAGLE-1/2 data "
+                           f"from ge_data): an EAGLE-3 draft is fed the aux states of several layers")
         aux = _as_2d(_need(d, "aux_hidden_state", path, "aux hidden states [1, seq_len, A*hidden]"), path,
                      "aux_hidden_state")
         final = d.get("hidden_state") if isinstance(d, dict) else None

@@ -224,3 +224,30 @@ def test_sharded_bin_index(world: W.TrainerWorld, tmp_path: Path) -> None:
     assert set(header.tensors) == set(names) and len(header.files) == 2
     a = check(d, world.root / "specforge-out", world.target).result("training")
     assert a.trainer["acc"] == W.specforge_acc(world, range(N_SAMPLES))
+
+
+def test_a_trained_embedding_sglang_will_replace(world: W.TrainerWorld, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    d = tmp_path / "draft"
+    shutil.copytree(world.speculators_draft, d)
+    t = load_file(str(d / "model.safetensors"))
+    assert not [f for f in check(d, world.root / "specforge-out", world.target).findings if f["kind"] == "embedding"]
+    t["embed_tokens.weight"] = (t["embed_tokens.weight"].float() * 1.5).to(torch.bfloat16)
+    save_file(t, str(d / "model.safetensors"))
+    [f] = [f for f in check(d, world.root / "specforge-out", world.target).findings if f["kind"] == "embedding"]
+    assert "SGLang 0.5.6 replaces it with the target's" in f["message"]
+
+
+def test_eagle_1_2_data_is_named(tmp_path: Path) -> None:
+    """SafeAILab EAGLE-1/2 ge_data files: input_ids, hidden_state, loss_mask (one state per position)."""
+    import torch
+
+    from eagle3_tui.eagle.checkpoint import BadInput
+    from eagle3_tui.eagle.datasets import load
+
+    torch.save({"input_ids": torch.arange(8), "hidden_state": torch.randn(8, 16), "loss_mask": torch.ones(8)},
+               tmp_path / "data_0.ckpt")
+    with pytest.raises(BadInput, match="EAGLE-1/2 data"):
+        load(str(tmp_path))
