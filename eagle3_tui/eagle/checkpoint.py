@@ -362,7 +362,7 @@ def check_tensors(
     ht = target_hidden_size or flat.get("target_hidden_size") or s.hidden
     present = {_canonical(n): n for n in tensors}
     issues = [i for cname, name in sorted(present.items())
-              if (i := _tensor_issue(cname, name, tensors[name], exp, ht, num_aux, s.hidden)) is not None]
+              if (i := _tensor_issue(cname, name, tensors[name], exp, ht, num_aux, s.hidden, loader)) is not None]
     issues.extend(_missing_issues(exp, present, s))
     issues.extend(_norm_flag_issues(flat, present, loader))
     issues.extend(_loader_issues(config, flat, present, s, ht, loader))
@@ -373,8 +373,12 @@ def check_tensors(
 
 
 def _tensor_issue(cname: str, name: str, info: TensorInfo, exp: dict[str, tuple[int, ...]], ht: int,
-                  num_aux: int, hidden: int) -> CheckpointIssue | None:
+                  num_aux: int, hidden: int, loader: ServedLoader) -> CheckpointIssue | None:
     """What SGLang makes of one checkpoint tensor (None: it loads it as it is)."""
+    op = ("input_norm" if cname.startswith("input_norm.") else "fc_norm" if cname.startswith(("fc_norm.", "aux_norm"))
+          else "qk_norm" if cname.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) else None)
+    if op is not None and op in loader.applies:
+        return None
     if cname in exp:
         want = exp[cname]
         if cname == "fc.weight" and len(info.shape) == 2 and info.shape[0] == want[0] and info.shape[1] != want[1]:

@@ -251,3 +251,28 @@ def test_eagle_1_2_data_is_named(tmp_path: Path) -> None:
                tmp_path / "data_0.ckpt")
     with pytest.raises(BadInput, match="EAGLE-1/2 data"):
         load(str(tmp_path))
+
+
+def test_a_glob_inside_hidden_states_still_finds_the_arrow_rows(world: W.TrainerWorld) -> None:
+    rep = check(world.speculators_draft, world.root / "speculators-out" / "hidden_states" / "hs_*.safetensors",
+                world.target)
+    assert rep.split == "validation" and rep.files_read == 1
+
+
+def test_a_loader_that_applies_the_trained_norm_serves_the_trained_forward(tmp_path: Path) -> None:
+    """Issue 11's model of the installed SGLang plugs in here: with input_norm applied, served == trained."""
+    from eagle3_tui.eagle.accuracy import CheckOptions, run_check
+    from eagle3_tui.eagle.drafter import DraftForward
+    from eagle3_tui.eagle.trainers import ServedLoader
+
+    spec = W.speculators_config()
+    spec["norm_before_fc"] = True
+    w = W.build(tmp_path, n_samples=3, fwd=DraftForward(input_norm=True), spec_cfg=spec)
+    W.write_specforge(w, tmp_path / "sf")
+    newer = ServedLoader(name="SGLang with input_norm", applies=frozenset({"rope_scaling", "input_norm"}))
+    rep = run_check(CheckOptions(str(w.speculators_draft), str(tmp_path / "sf"), str(w.target), steps=W.STEPS),
+                    loader=newer)
+    tr = rep.result("training")
+    assert rep.forward_note == "" and tr.as_trained is None and rep.served_by == "SGLang with input_norm"
+    assert tr.top1 == W.served_top1(w, range(3), shift=0)
+    assert not any(f["kind"] == "ignored-norm" for f in rep.findings)
