@@ -1,4 +1,5 @@
-"""The sim server's model runner: plain decoding and EAGLE-3 chain speculation with greedy verify.
+"""The sim server's model runner: plain decoding and EAGLE-3 speculation with greedy verify, as a
+chain for topk 1 and as SGLang's tree for topk > 1 (eagle/tree.py: expansion, selection, verify).
 
 What it captures follows SGLang (research/sglang.md §3): the draft config's nested
 `eagle_config.eagle_aux_hidden_state_layer_ids` only, explicit ids shifted +1, default boundaries
@@ -18,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from eagle3_tui.eagle.drafter import Eagle3Drafter, KVCache
+from eagle3_tui.eagle.drafter import Eagle3Drafter, KVCache, rope_cos_sin
+from eagle3_tui.eagle.tree import DraftTree, TreeBuilder, tree_mask, verify_greedy
 from eagle3_tui.sim.target import TargetModel, truncate_caches
 from eagle3_tui.sim.tokenizer import ByteTokenizer
 
@@ -119,6 +121,8 @@ class Engine:
         *,
         num_steps: int = 0,
         embed_patch: bool = False,
+        topk: int = 1,
+        num_draft_tokens: int | None = None,
     ) -> None:
         from safetensors.torch import load_file
 
@@ -132,6 +136,8 @@ class Engine:
         self.tokenizer = ByteTokenizer.load(self.model_path)
         self.num_layers = int(self.target_config["num_hidden_layers"])
         self.num_steps = num_steps
+        self.topk = max(1, topk)
+        self.num_draft_tokens = num_draft_tokens if num_draft_tokens is not None else num_steps + 1
         self.draft: Eagle3Drafter | None = None
         self.plan: CapturePlan | None = None
         self.draft_config: dict[str, Any] = {}
@@ -202,6 +208,8 @@ class Engine:
             )
             seq.target_cache = caches
             return StepResult(self._commit(seq, [int(logits[0, -1].argmax())]), 0, False)
+        if self.topk > 1:
+            return self._tree_step(seq)
         assert self.draft is not None and seq.draft_cache is not None
         draft = self.draft
         # 1. draft a chain of num_steps tokens, feeding the pre-norm output forward
@@ -231,10 +239,82 @@ class Engine:
         committed = self._commit(seq, new)
         # 3. draft extend over the accepted positions with the target's real hidden states
         if not seq.finished:
-            aux = self._aux([h[:, : accepted + 1] for h in hs])
-            ext_ids = torch.tensor([new])
-            step0 = seq.draft_cache.truncated(seq.draft_len)
-            dl, dh, cache = draft(ext_ids, aux, past=step0, return_cache=True)
-            seq.draft_cache, seq.draft_len = cache, seq.draft_len + accepted + 1
-            seq.next_draft_logits, seq.next_draft_hidden = dl[:, -1:], dh[:, -1:]
+            self._extend(seq, [h[:, : accepted + 1] for h in hs], new)
+        return StepResult(committed, accepted, True)
+
+    def _extend(self, seq: Sequence, hs: list[Tensor], new: list[int]) -> None:
+        """Draft extend over the accepted positions (root + accepted nodes) with the target's states."""
+        assert self.draft is not None and seq.draft_cache is not None
+        step0 = seq.draft_cache.truncated(seq.draft_len)
+        dl, dh, cache = self.draft(torch.tensor([new]), self._aux(hs), past=step0, return_cache=True)
+        seq.draft_cache, seq.draft_len = cache, seq.draft_len + len(new)
+        seq.next_draft_logits, seq.next_draft_hidden = dl[:, -1:], dh[:, -1:]
+
+    def draft_tree(self, seq: Sequence) -> DraftTree:
+        """SGLang's draft_forward for one request: topk slots, steps - 1 batched draft forwards.
+
+        As in SGLang, slot m's draft keys are the prefix plus slot m's own earlier inputs (the KV
+        slots are not re-gathered when a kept node's parent sat in another slot); its hidden state
+        is its parent slot's output state.
+        """
+        assert self.draft is not None and seq.draft_cache is not None
+        assert seq.next_draft_logits is not None and seq.next_draft_hidden is not None
+        draft, k = self.draft, self.topk
+        builder = TreeBuilder(k)
+        p, idx = torch.softmax(seq.next_draft_logits[0, -1], dim=-1).topk(k)
+        toks = builder.first(p.tolist(), draft.to_target_ids(idx).tolist())
+        hidden = seq.next_draft_hidden.expand(k, -1, -1)
+        prefix = seq.draft_cache.truncated(seq.draft_len)
+        cache = KVCache(
+            None if prefix.k is None else prefix.k.expand(k, -1, -1, -1),
+            None if prefix.v is None else prefix.v.expand(k, -1, -1, -1),
+        )
+        for _ in range(1, self.num_steps):
+            logits, out, cache = draft(torch.tensor(toks).view(k, 1), hidden, aux=False, past=cache, return_cache=True)
+            p, idx = torch.softmax(logits[:, -1], dim=-1).topk(k, dim=-1)
+            toks, src = builder.expand(p.tolist(), draft.to_target_ids(idx).tolist())
+            hidden = out[torch.tensor(src)]
+        return builder.tree(seq.output[-1], self.num_draft_tokens)
+
+    def _verify_tree(self, tree: DraftTree, past: list[KVCache]) -> tuple[Tensor, list[Tensor], list[KVCache]]:
+        """The target over the verify sequence with the tree mask (each node sees the prefix, its
+        ancestors and itself) at position prefix + depth; the target's own layers, one forward."""
+        target = self.target
+        base = len(past[0])
+        n = len(tree.tokens)
+        positions = (torch.tensor(tree.depths) + base).view(1, n)
+        mask = torch.ones(n, base + n, dtype=torch.bool)
+        mask[:, base:] = torch.tensor(tree_mask(tree))
+        x = target.model.embed_tokens(torch.tensor([tree.tokens]))
+        cos, sin = rope_cos_sin(positions, target.head_dim, target.rope_theta, x.dtype)
+        boundaries, new = [x], []
+        for i, layer in enumerate(target.model.layers):
+            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+            full = past[i].extended(k, v)
+            assert full.k is not None and full.v is not None
+            x = x + layer.self_attn.attend(q, full.k, full.v, mask, causal=False)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            boundaries.append(x)
+            new.append(KVCache(k, v))
+        return target.lm_head(target.model.norm(x)), boundaries, new
+
+    def _tree_step(self, seq: Sequence) -> StepResult:
+        """Draft a tree, verify it in one target forward, keep the accepted path's keys and states."""
+        assert seq.target_cache is not None
+        tree = self.draft_tree(seq)
+        logits, hs, new = self._verify_tree(tree, seq.target_cache)
+        greedy = logits[0].argmax(-1).tolist()
+        path = verify_greedy(tree, greedy)
+        accepted = len(path) - 1
+        tokens = [tree.tokens[i] for i in path[1:]] + [greedy[path[-1]]]
+        keep = torch.tensor(path)
+        seq.target_cache = [
+            c.extended(n.k[:, :, keep], n.v[:, :, keep])  # type: ignore[index]
+            for c, n in zip(seq.target_cache, new, strict=True)
+        ]
+        seq.verify_ct += 1
+        seq.accepted_drafts += accepted
+        committed = self._commit(seq, tokens)
+        if not seq.finished:
+            self._extend(seq, [h[:, keep] for h in hs], tokens)
         return StepResult(committed, accepted, True)

@@ -5,7 +5,8 @@
         --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --port 30000
 
 Decoding is real: greedy, one request after another within each decode iteration, with EAGLE-3
-chain drafting (topk 1) verified by the target, so accept length and tok/s are measured. Flags
+chain drafting (topk 1) or SGLang's tree drafting (topk > 1) verified by the target, so accept
+length and tok/s are measured. Flags
 apply SGLang 0.5.6's rules (topk 1 forces draft tokens = steps + 1, auto-choice when all three are
 unset). Sim-only flags: `--sim-embed-capture-patch` (the seeds' source patch that lets layer id -1
 capture the embedding output), `--sim-background-load N` (N requests kept running so charts move),
@@ -62,11 +63,6 @@ def _configure(ns: argparse.Namespace, log: LogWriter) -> tuple[ServerArgs, str]
     for w in args.warnings:
         log.write(w)
     log.write(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in args_dict(args).items())})")
-    if args.speculative_eagle_topk and args.speculative_eagle_topk > 1:
-        log.write(
-            f"sim: speculative_eagle_topk={args.speculative_eagle_topk} runs as a chain of "
-            f"{args.speculative_num_steps} steps (topk 1); tree drafting is not simulated"
-        )
     return args, arch
 
 
@@ -83,6 +79,8 @@ def _load(engine_cls: Any, ns: argparse.Namespace, args: ServerArgs, arch: str, 
         Path(ns.model_path),
         Path(draft) if draft else None,
         num_steps=args.speculative_num_steps or 0,
+        topk=args.speculative_eagle_topk or 1,
+        num_draft_tokens=args.speculative_num_draft_tokens,
         embed_patch=ns.sim_embed_capture_patch,
     )
     log.write(
