@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -288,7 +288,7 @@ class Engine:
         x = target.model.embed_tokens(torch.tensor([tree.tokens]))
         cos, sin = rope_cos_sin(positions, target.head_dim, target.rope_theta, x.dtype)
         boundaries, new = [x], []
-        for i, layer in enumerate(target.model.layers):
+        for i, layer in enumerate(cast("list[Any]", target.model.layers)):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
             full = past[i].extended(k, v)
             assert full.k is not None and full.v is not None
