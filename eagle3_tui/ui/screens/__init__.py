@@ -1,1 +1,1 @@
-"""Modal screens: the apply diff, confirmations, help and the first-run progress screen."""
+"""Screens: the main screen, the first-run progress screen, help, and the modals (apply diff, confirm)."""

@@ -12,7 +12,6 @@ from textual.widgets import Label, LoadingIndicator, Log
 
 
 class BootScreen(Screen[None]):
-    is_boot_screen = True
     BINDINGS: ClassVar[list[Any]] = [("q,ctrl+q", "app.quit", "Quit")]
 
     def compose(self) -> ComposeResult:
