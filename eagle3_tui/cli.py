@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "check",
     "hostcmds",
     "ledger",
+    "sglang_info",
 )
 
 

@@ -1,0 +1,175 @@
+"""`eagle3-tui sglang-info`: what the installed SGLang does with a draft's layer ids, read from its source.
+
+`--sglang-dir DIR` reads an `sglang` package directory (a wheel unpacked, a site-packages copy, or a
+checkout's `python/`); `--local`/`--host H` find the package with that machine's Python and read only
+the files the analysis asks for. `--sglang-version V` alone answers from the version table. The target
+is given with `--arch` and `--num-layers`; `--layer-ids` is the draft config's
+`eagle_config.eagle_aux_hidden_state_layer_ids` (absent, or `none`: no id key, SGLang's default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from eagle3_tui.errors import UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from eagle3_tui.sglang.installed import Answer, Read
+
+# Run by the host's own Python: where `import sglang` would load from, without importing it.
+FIND_SGLANG = (
+    "import importlib.util, os\n"
+    "s = importlib.util.find_spec('sglang')\n"
+    "locs = list(s.submodule_search_locations or []) if s is not None else []\n"
+    "print(os.path.dirname(s.origin) if s is not None and s.origin else (locs[0] if locs else ''))\n"
+)
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "sglang-info",
+        parents=[common],
+        help="what the installed SGLang captures for a draft's layer ids (read from its source)",
+        description=(
+            "Read the installed SGLang's own source and say, for a target architecture, which hidden-state "
+            "boundaries a layer-id list is captured as (0 = embedding output, h = input of layer h), what "
+            "graphed decode replays, whether -1 works, what the draft loader applies, the auto-chosen spec "
+            "flags and where the log goes. Write negative ids with '=': --layer-ids=-1,2,30."
+        ),
+    )
+    p.add_argument("--sglang-dir", metavar="DIR", help="an sglang package directory (e.g. a wheel unpacked)")
+    p.add_argument("--sglang-version", metavar="V", help="no source: answer from the table for release V")
+    p.add_argument("--python", metavar="PY", default="python3", help="the host's Python that runs SGLang (--host/--local)")
+    p.add_argument("--arch", metavar="ARCH", help="target architecture: llama, qwen3, qwen3_moe, deepseek_v3, "
+                                                  "kimi_k25, glm4_moe, gpt_oss, llama4, ... or an HF name")
+    p.add_argument("--num-layers", metavar="N", type=_positive, help="the target's num_hidden_layers")
+    p.add_argument("--layer-ids", metavar="IDS", help="e.g. 2,30,58 or =-1,2,30; 'none' for no id key")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 4:
+        raise argparse.ArgumentTypeError(f"{value} layers is too few for SGLang's default boundaries")
+    return value
+
+
+def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
+    """'-1,2,30' / '[2, 30, 58]' -> ids; None or 'none' -> no id key. UserError on anything else."""
+    from eagle3_tui.eagle.wiring import parse_ids
+
+    if text is None or text.strip().lower() in ("none", "null", ""):
+        return None
+    try:
+        return parse_ids(text)
+    except ValueError as err:
+        raise UserError(f"--layer-ids: {err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3_tui.sglang.installed import answer, lookup, read_release
+
+    if args.arch is None or args.num_layers is None:
+        raise UserError("sglang-info needs --arch and --num-layers (the served target's are not discovered yet)")
+    arch = lookup(args.arch)
+    ids = parse_layer_ids(args.layer_ids)
+
+    def analyse(read: Read | None) -> Answer:
+        return answer(read_release(read, version=args.sglang_version), arch, args.num_layers, ids)
+
+    got = evaluate(args, analyse)
+    if args.json:
+        json.dump(got.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(got))
+    return 0
+
+
+def evaluate(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
+    """Run `analyse` on --sglang-dir, --host/--local, or the table for --sglang-version (exactly one)."""
+    from eagle3_tui.sglang.installed import dir_reader, find_package_dir
+
+    chosen = [name for name, on in (("--sglang-dir", args.sglang_dir), ("--host", args.host),
+                                    ("--local", args.local), ("--sglang-version", args.sglang_version)) if on]
+    if len(chosen) != 1:
+        raise UserError("give exactly one of --sglang-dir, --host, --local or --sglang-version"
+                        + (f" (got {', '.join(chosen)})" if chosen else ""))
+    if args.sglang_version is not None:
+        return analyse(None)
+    if args.sglang_dir is not None:
+        pkg = find_package_dir(args.sglang_dir)
+        if pkg is None:
+            raise UserError(f"{args.sglang_dir} is not an sglang package (no srt/server_args.py and srt/models/llama.py)")
+        return analyse(dir_reader(pkg))
+    import asyncio
+
+    return asyncio.run(_on_host(args, analyse))
+
+
+async def _on_host(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
+    """Find the package with the host's Python and read just the files `analyse` asks for."""
+    from eagle3_tui.remote import HostError, LocalHost
+    from eagle3_tui.sglang.installed import gather
+
+    if args.local:
+        host: Any = LocalHost(python=args.python)
+    else:
+        from eagle3_tui.remote.ssh import SSHHost
+
+        host = SSHHost(args.host, accept_new_host_key=args.accept_new_host_key, python=args.python)
+    try:
+        await host.connect()
+        found = await host.run([args.python, "-c", FIND_SGLANG], timeout=60)
+        root = found.stdout.strip()
+        if not found.ok or not root:
+            where = "this machine" if args.local else args.host
+            raise UserError(f"{args.python} on {where} cannot find an sglang package (try --python)")
+
+        async def fetch(rel: str) -> str | None:
+            try:
+                return str(await host.read_text(f"{root}/{rel}"))
+            except HostError:
+                return None
+
+        got, _files = await gather(fetch, analyse)
+        return got
+    finally:
+        await host.close()
+
+
+def render_text(a: Answer) -> str:
+    """The answer for a person: boundaries in words, then the evidence and how each part is known."""
+    from eagle3_tui.eagle.wiring import format_boundaries
+
+    ids = "no id key (SGLang's default)" if a.layer_ids is None else "[" + ", ".join(map(str, a.layer_ids)) + "]"
+    lines = [f"SGLang {a.version or 'unknown'} ({a.source}), {a.arch.architecture} with {a.num_layers} layers, ids {ids}"]
+    if a.fails:
+        lines.append(f"  fails: {a.fails}")
+    else:
+        lines.append(f"  prefill captures:       {format_boundaries(a.captures)}")
+        lines.append(f"  graphed decode replays: {format_boundaries(a.captures_cuda_graph or a.captures)}"
+                     + ("  <- the ids reach prefill only; --disable-cuda-graph or SGLang >= 0.5.11" if a.prefill_only else ""))
+    if a.fails_without_cuda_graph is None and a.captures_without_cuda_graph not in (None, a.captures):
+        lines.append(f"  with --disable-cuda-graph: {format_boundaries(a.captures_without_cuda_graph)}")
+    embed = "yes" if a.embed_capture else (f"no (id {a.embed_id} captures it here)" if a.embed_id is not None else "no")
+    lines.append(f"  id -1 captures the embedding: {embed}{' (patched)' if a.patched else ''}")
+    loader = a.loader
+    lines.append(f"  draft loader: layers.0.* {'loaded' if loader.layers_prefix else 'skipped'}, "
+                 f"{'several layers' if loader.multi_layer else 'one layer'}, applies "
+                 f"{', '.join(loader.applies) or 'no training-side norms'}")
+    auto = ", ".join(map(str, a.auto_spec)) if a.auto_spec else "n/a"
+    lines.append(f"  auto-chosen steps, topk, draft tokens: {auto}")
+    lines.append(f"  server log stream: {a.log_stream}")
+    lines.append("  evidence:")
+    lines += [f"    {n.text()}" for n in a.notes]
+    return "\n".join(lines) + "\n"
