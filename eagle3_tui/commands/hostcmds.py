@@ -100,6 +100,8 @@ async def _run(args: argparse.Namespace) -> int:
     session = Session(_profile(args), readonly=args.readonly)
     try:
         await session.attach()
+        if session.recovered:
+            print(f"eagle3-tui: warning: {session.recovered}", file=sys.stderr, flush=True)
         handler = {
             "doctor": _doctor,
             "watch": _watch,

@@ -4,22 +4,35 @@ The order is what makes it safe (DESIGN.md, Safety): refuse if the file is not t
 caller read; write a temp file beside it and fsync it; check again; keep the old content as a
 timestamped backup; rename over the file; fsync the directory so the rename itself is durable.
 `LocalHost` implements `FileOps` with os calls, `SSHHost` with SFTP requests.
+
+A writer killed between the temp write and the rename leaves `.<name>.tmp-<pid>@<machine>-<hex>`
+behind. The next write of the same file removes such temps when their writer is known dead (this
+machine, pid gone) or when they are older than `STALE_TEMP_S` (another machine's, or unnamed).
+`replace_local` is the same replacement (temp, fsync, rename, directory fsync; no backup) for this
+machine's own state files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import posixpath
+import re
 import secrets
+import socket
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Protocol
 
+from eagle3_tui import faults
 from eagle3_tui.remote.errors import FileChanged
 from eagle3_tui.remote.types import WriteResult
 
 NEW_FILE_MODE = 0o644
+STALE_TEMP_S = 3600.0
+_TAGGED = re.compile(r"\.tmp-(\d+)@([A-Za-z0-9.-]*)-[0-9a-f]+$")
 
 
 class FileOps(Protocol):
@@ -51,6 +64,58 @@ class FileOps(Protocol):
 
     async def fsync_dir(self, path: str) -> None:
         """Make the directory's entries durable (best effort where the host cannot)."""
+
+    async def list_dir(self, path: str) -> list[tuple[str, float]]:
+        """(name, mtime) of each entry of a directory."""
+
+
+def _machine() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:64]
+
+
+def temp_name(real: str) -> str:
+    """The temp file beside `real` this process writes: its pid and machine name it (see module doc)."""
+    head, tail = posixpath.split(real)
+    return posixpath.join(head, f".{tail}.tmp-{os.getpid()}@{_machine()}-{secrets.token_hex(4)}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def is_dead_temp(name: str, tail: str, age_s: float, *, machine: str,
+                 alive: Callable[[int], bool] = _pid_alive) -> bool:
+    """Whether `name` is a temp of `tail` left by a writer that is gone (pure but for `alive`)."""
+    if not name.startswith(f".{tail}.tmp-"):
+        return False
+    m = _TAGGED.search(name)
+    if m is not None and m.group(2) == machine:
+        pid = int(m.group(1))
+        return pid != os.getpid() and not alive(pid)
+    return age_s > STALE_TEMP_S
+
+
+async def remove_dead_temps(ops: FileOps, real: str) -> list[str]:
+    """Remove the temps of dead writers beside `real` (best effort); the paths removed."""
+    head, tail = posixpath.split(real)
+    removed: list[str] = []
+    try:
+        entries = await ops.list_dir(head or ".")
+    except Exception:  # cleaning up is best effort; the write itself reports errors
+        return removed
+    now, machine = time.time(), _machine()
+    for name, mtime in entries:
+        if is_dead_temp(name, tail, now - mtime, machine=machine):
+            with contextlib.suppress(Exception):
+                await ops.remove(posixpath.join(head, name))
+                removed.append(posixpath.join(head, name))
+    return removed
 
 
 def changed_message(path: str, expect: str | None, found: bytes | None) -> str | None:
@@ -90,19 +155,65 @@ async def write_atomic(ops: FileOps, path: str, data: bytes | str, expect_sha256
     found = await ops.read_or_none(real)
     _refuse_if_changed(path, expect_sha256, found)
     mode = await ops.mode(real) if found is not None else NEW_FILE_MODE
-    head, tail = posixpath.split(real)
-    tmp = posixpath.join(head, f".{tail}.tmp-{secrets.token_hex(4)}")
+    head = posixpath.dirname(real)
+    await remove_dead_temps(ops, real)
+    tmp = temp_name(real)
     backup = None
     try:
         await ops.write_new(tmp, raw, mode)
+        faults.hit("after-fsync")
         if found is not None:
             _refuse_if_changed(path, expect_sha256, await ops.read_or_none(real))
             backup = await backup_name(real, ops.lexists)
             await ops.keep_copy(real, backup, found, mode)
+            faults.hit("after-backup")
         await ops.rename(tmp, real)
+        faults.hit("after-rename")
     except BaseException:
         with contextlib.suppress(Exception):
             await ops.remove(tmp)
         raise
     await ops.fsync_dir(head or ".")
     return WriteResult(backup, hashlib.sha256(raw).hexdigest())
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def replace_local(path: Path, data: bytes, *, mid_fault: str | None = None) -> None:
+    """Replace this machine's file `path` atomically and durably (raises OSError).
+
+    A reader, or the next run after a kill, sees the old or the new bytes; dead writers' temps of
+    the same file are removed first. `mid_fault` is a `faults` point hit with half the temp written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    now, machine = time.time(), _machine()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            with contextlib.suppress(OSError):
+                if is_dead_temp(entry.name, path.name, now - entry.stat().st_mtime, machine=machine):
+                    os.unlink(entry.path)
+    tmp = Path(temp_name(str(path)))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            half = len(data) // 2
+            f.write(data[:half])
+            if mid_fault is not None:
+                f.flush()
+                faults.hit(mid_fault)
+            f.write(data[half:])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)

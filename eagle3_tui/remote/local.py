@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from eagle3_tui import faults
 from eagle3_tui.remote.atomic import write_atomic
 from eagle3_tui.remote.errors import CommandTimeout, HostError, RemoteFileNotFound
 from eagle3_tui.remote.host import Host
@@ -214,6 +215,7 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
+        faults.hit("after-temp")
         os.fsync(f.fileno())
     os.chmod(path, mode)  # the umask may have cleared bits the old file had
 
@@ -270,3 +272,15 @@ class LocalFileOps:
 
     async def fsync_dir(self, path: str) -> None:
         await asyncio.to_thread(_fsync_dir, path)
+
+    async def list_dir(self, path: str) -> list[tuple[str, float]]:
+        return await self._call("list", path, _list_dir, path)
+
+
+def _list_dir(path: str) -> list[tuple[str, float]]:
+    out = []
+    with os.scandir(path) as it:
+        for e in it:
+            with contextlib.suppress(OSError):
+                out.append((e.name, e.stat(follow_symlinks=False).st_mtime))
+    return out

@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncssh
 
+from eagle3_tui import faults
 from eagle3_tui.remote.atomic import write_atomic
 from eagle3_tui.remote.errors import (
     AuthFailed,
@@ -189,6 +190,7 @@ class SftpFileOps:
     async def write_new(self, path: str, data: bytes, mode: int) -> None:
         async with self.sftp.open(path, "xb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
             await f.write(data)
+            faults.hit("after-temp")
             await f.fsync()
         await self.sftp.chmod(path, mode)  # the host's umask may have cleared bits
 
@@ -212,6 +214,10 @@ class SftpFileOps:
         with contextlib.suppress(asyncssh.SFTPError):
             async with self.sftp.open(path, "rb") as d:
                 await d.fsync()
+
+    async def list_dir(self, path: str) -> list[tuple[str, float]]:
+        return [(str(e.filename), float(e.attrs.mtime or 0)) for e in await self.sftp.readdir(path)
+                if e.filename not in (".", "..")]
 
 
 class SSHHost(Host):
@@ -643,51 +649,59 @@ class SSHHost(Host):
         await self._get_conn(60)
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                self._pumps.add(task)
-            r2 = w2 = None
-            deadline = time.monotonic() + 30
-            while r2 is None:
-                try:
-                    conn = await self._get_conn(max(0.0, deadline - time.monotonic()))
-                    r2, w2 = await conn.open_connection("127.0.0.1", remote_port)
-                except _LOST as exc:
-                    refused = isinstance(exc, asyncssh.ChannelOpenError) and "closed" not in str(exc)
-                    if not refused and time.monotonic() < deadline and not self._closed:
-                        await asyncio.sleep(0.05)  # a dead connection not yet noticed: wait for the next
-                        continue
-                    r2 = None
-                except Exception:
-                    r2 = None
-                if r2 is None:
-                    writer.close()
-                    if task is not None:
-                        self._pumps.discard(task)
-                    return
-
-            async def pump(src: Any, dst: Any) -> None:
-                with contextlib.suppress(Exception):
-                    while data := await src.read(65536):
-                        dst.write(data)
-                        await dst.drain()
-                with contextlib.suppress(Exception):
-                    dst.write_eof()
-
-            try:
-                await asyncio.gather(pump(reader, w2), pump(r2, writer))
-            finally:
-                for w in (w2, writer):
-                    if w is not None:
-                        with contextlib.suppress(Exception):
-                            w.close()
-                if task is not None:
-                    self._pumps.discard(task)
+            # asyncio's stream server asks the handler task for its exception when it ends: a task
+            # ended by cancellation would log "Exception in callback ... CancelledError", so the
+            # cancellation `close()` sends ends the handler normally instead.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serve_forward(remote_port, reader, writer)
 
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = int(server.sockets[0].getsockname()[1])
         self._forwards[remote_port] = (server, port)
         return port
+
+    async def _serve_forward(self, remote_port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One accepted local connection: a direct-tcpip channel to the host port, bytes pumped both ways."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._pumps.add(task)
+        r2 = w2 = None
+        deadline = time.monotonic() + 30
+        while r2 is None:
+            try:
+                conn = await self._get_conn(max(0.0, deadline - time.monotonic()))
+                r2, w2 = await conn.open_connection("127.0.0.1", remote_port)
+            except _LOST as exc:
+                refused = isinstance(exc, asyncssh.ChannelOpenError) and "closed" not in str(exc)
+                if not refused and time.monotonic() < deadline and not self._closed:
+                    await asyncio.sleep(0.05)  # a dead connection not yet noticed: wait for the next
+                    continue
+                r2 = None
+            except Exception:
+                r2 = None
+            if r2 is None:
+                writer.close()
+                if task is not None:
+                    self._pumps.discard(task)
+                return
+
+        async def pump(src: Any, dst: Any) -> None:
+            with contextlib.suppress(Exception):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            with contextlib.suppress(Exception):
+                dst.write_eof()
+
+        try:
+            await asyncio.gather(pump(reader, w2), pump(r2, writer))
+        finally:
+            for w in (w2, writer):
+                if w is not None:
+                    with contextlib.suppress(Exception):
+                        w.close()
+            if task is not None:
+                self._pumps.discard(task)
 
     # ---- close --------------------------------------------------------------------------------
     async def close(self) -> None:
@@ -695,14 +709,10 @@ class SSHHost(Host):
             return
         self._closed = True
         conn = self._conn
+        await self._close_forwards()  # first the listeners and their pumps, then channels, then the connection
         if conn is not None and not conn.is_closed():
             await asyncio.gather(*(c.close() for c in list(self._channels)), return_exceptions=True)
             await asyncio.gather(*(self._kill_group(conn, pg) for pg in list(self._inflight)), return_exceptions=True)
-        for server, _ in self._forwards.values():
-            server.close()
-        for task in list(self._pumps):
-            task.cancel()
-        self._forwards.clear()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(BaseException):
@@ -714,6 +724,21 @@ class SSHHost(Host):
         self._conn = None
         self._ready.set()
         self._set_state(ConnState("closed"))
+
+    async def _close_forwards(self) -> None:
+        """Stop accepting, end each pump (its sockets closed, its task finished), then drop the listeners."""
+        servers = [server for server, _ in self._forwards.values()]
+        self._forwards.clear()
+        for server in servers:
+            server.close()
+        pumps = list(self._pumps)
+        for task in pumps:
+            task.cancel()
+        if pumps:
+            await asyncio.wait(pumps, timeout=2)
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
 
 
 def _split_target(target: str) -> tuple[str, str | None, int | None]:

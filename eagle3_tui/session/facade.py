@@ -122,6 +122,8 @@ class Session:
         self._connected = False
         self._attached = False
         self._closed = False
+        self.recovered: str | None = None
+        """What attaching found of an interrupted change (changes.py), in one sentence; None: nothing."""
 
     # ------------------------------------------------------------ views and listeners
 
@@ -197,6 +199,7 @@ class Session:
             return
         await self.connect()
         self._attached = True
+        await self.recover_changes()
         await self.refresh_servers()
         if self._spec is None:
             self._spec = self._remembered_spec()
@@ -215,6 +218,16 @@ class Session:
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
+
+    async def recover_changes(self) -> str | None:
+        """Settle an undo record a killed or cut-off change left unfinished, and say how (a warning)."""
+        try:
+            self.recovered = await self.changes.recover()
+        except UserError as err:
+            self.recovered = f"an unfinished change could not be checked on the host: {err}"
+        if self.recovered:
+            self.views.notice(self.recovered, "warning")
+        return self.recovered
 
     def _remembered_spec(self) -> LaunchSpec | None:
         return self.store.load_launch() or spec_from_profile(self.profile)

@@ -1,26 +1,33 @@
 """What this machine remembers about a host between runs: the last launch (argv, cwd, env without
 secrets, log, port) and a stack of applied changes for rollback.
 
-Files under the profile's local state dir, never on the host. A lost or unreadable file means
-"nothing remembered", never an error: the session then falls back to the profile.
+Files under the profile's local state dir, never on the host. A lost launch file means "nothing
+remembered" (the session falls back to the profile); an undo file that is there but unreadable is
+said (`problem`), never taken for an empty history. Both are replaced atomically (temp, fsync,
+rename), so a kill mid-write leaves the previous version. An undo record is written before the
+change it describes (`state: "pending"`) and completed after (`"done"`): see changes.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
+from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
+from eagle3_tui.remote.atomic import replace_local
 from eagle3_tui.session.discovery import LaunchSpec
 
 UNDO_DEPTH = 20
 UNDO_KINDS = ("layers", "flags")
 
 Undo = dict[str, Any]
-"""One applied change, as JSON: kind "layers" (path, backup_path, sha256_after, preset) or
-"flags" (argv_before, argv_after, preset)."""
+"""One applied change, as JSON: kind "layers" (path, sha256_before, sha256_after, backup_path, preset)
+or "flags" (argv_before, argv_after, preset); `state` "pending" until the change is complete."""
 
 
 class LocalStore:
@@ -28,9 +35,25 @@ class LocalStore:
 
     def __init__(self, profile: Profile) -> None:
         self._profile = profile
+        self.problem: str | None = None
+        """Why undo.json could not be read (None when it is fine or absent)."""
 
     def _file(self, name: str) -> Path:
         return self._profile.local_state_dir() / name
+
+    def check_writable(self) -> None:
+        """Refuse (UserError) unless an undo record can be written durably: before any change to the host."""
+        d = self._profile.local_state_dir()
+        probe = d / f".write-probe-{os.getpid()}"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            replace_local(probe, b"probe\n")
+            probe.unlink()
+        except OSError as err:
+            raise UserError(
+                f"cannot keep an undo record in {d} ({err.strerror or err}): nothing was changed on the host "
+                "(fix state_dir in the profile or the folder's permissions)"
+            ) from None
 
     # ------------------------------------------------------------ the last launch
 
@@ -41,7 +64,7 @@ class LocalStore:
             p.parent.mkdir(parents=True, exist_ok=True)
             d = json.loads(spec.to_json())
             d["profile_command"] = self._profile.launch_command
-            p.write_text(json.dumps(d, indent=2))
+            replace_local(p, json.dumps(d, indent=2).encode("utf-8"))
 
     def load_launch(self) -> LaunchSpec | None:
         """The saved launch, unless the profile's launch command changed since it was saved."""
@@ -56,21 +79,39 @@ class LocalStore:
     # ------------------------------------------------------------ the undo stack
 
     def _stack(self) -> list[Undo]:
+        p = self._file("undo.json")
+        self.problem = None
         try:
-            d = json.loads(self._file("undo.json").read_text())
-        except (OSError, ValueError):
+            d = json.loads(p.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, RecursionError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else "not valid JSON"
+            self.problem = (f"the undo history {p} cannot be read ({why}): rollback cannot tell what was "
+                            "applied; the backups beside the changed files are untouched")
             return []
         stack = d.get("stack") if isinstance(d, dict) else None
-        return [u for u in stack if isinstance(u, dict) and u.get("kind") in UNDO_KINDS] if stack else []
+        if not isinstance(stack, list):
+            self.problem = f"the undo history {p} has no list of changes: rollback cannot tell what was applied"
+            return []
+        return [u for u in stack if isinstance(u, dict) and u.get("kind") in UNDO_KINDS]
 
-    def _write_stack(self, stack: list[Undo]) -> None:
+    def _write_stack(self, stack: list[Undo], mid_fault: str | None = None) -> None:
+        data = json.dumps({"stack": stack[-UNDO_DEPTH:]}, indent=2).encode("utf-8")
         p = self._file("undo.json")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps({"stack": stack[-UNDO_DEPTH:]}, indent=2))
+        if self.problem is not None and p.exists():  # keep the unreadable history for a human, never overwrite it
+            with contextlib.suppress(OSError):
+                p.rename(p.with_name(f"undo.json.unreadable-{int(time.time())}"))
+        replace_local(p, data, mid_fault=mid_fault)
 
-    def push_undo(self, undo: Undo) -> None:
-        """Push one applied change; rollback undoes the newest first."""
-        self._write_stack([*self._stack(), undo])
+    def push_undo(self, undo: Undo, *, mid_fault: str | None = None) -> None:
+        """Push one change (durably, before the change when it is pending); rollback undoes the newest first."""
+        self._write_stack([*self._stack(), undo], mid_fault)
+
+    def replace_top(self, undo: Undo, *, mid_fault: str | None = None) -> None:
+        """Complete (or correct) the newest record."""
+        stack = self._stack()
+        self._write_stack([*stack[:-1], undo] if stack else [undo], mid_fault)
 
     def peek_undo(self) -> Undo | None:
         stack = self._stack()
