@@ -283,7 +283,29 @@ def window_label(window_s: float) -> str:
     return f"window {text} (-/+)"
 
 
-# ---------------------------------------------------------------- notices
+# ---------------------------------------------------------------- jobs and notices
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """A running job's progress bar and the line over it (markup); `total` None is an indeterminate bar."""
+
+    text: str
+    done: int = 0
+    total: int | None = None
+
+
+CHECK_STARTING = JobProgress("starting the check on the host…")
+
+
+def check_progress(done: int, total: int, eta_s: float | None, wiring: str | None) -> JobProgress:
+    what = f" · {escape(wiring)}" if wiring else ""
+    return JobProgress(f"checking {done}/{total}{what} · ETA {fmt_duration(eta_s)} · esc cancels", done, max(total, 1))
+
+
+def bench_progress(done: int, total: int, label: str) -> JobProgress:
+    return JobProgress(f"{escape(label)}: {done}/{total} requests", done, max(total, 1))
+
 
 
 def bench_summary(result: BenchResult) -> str:

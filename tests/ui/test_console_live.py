@@ -157,7 +157,7 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ConfirmModal", "the quit confirmation", 10)
         assert "check" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("n")
-        assert not app.quitting and app.main.jobs.busy("check")
+        assert not app.quitting and app.main.jobs.busy("check"), ([n.message for n in app._notifications], s.check)
         await pilot.pause(1.0)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.main.jobs.busy("check"), "the check to stop", 30)

@@ -162,6 +162,13 @@ async def test_findings_detail_help_palette_theme_and_screenshot(tmp_path):
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert list((tmp_path / "shots").glob("*.svg"))
+        # a pane's key from the palette, on another tab: its tab is shown and the pane's action runs
+        await pilot.press("2", "ctrl+p", *"Filter the log")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.query_one(TabbedContent).active == "live"
+        assert app.focused is not None and app.focused.id == "log-filter"
 
 
 async def test_keymap_from_profile_rebinds_by_id(tmp_path):

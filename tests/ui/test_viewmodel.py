@@ -109,3 +109,10 @@ def test_restart_note_is_empty_once_the_restart_ended():
     assert vm.restart_note("launching", "pid 7", 3.2) == "restart: launching pid 7 (3s)"
     for phase in ("ready", "failed", "done"):
         assert vm.restart_note(phase, "x", 9.0) == ""
+
+
+def test_job_progress_lines():
+    p = vm.check_progress(20, 40, 3.0, "train [:-1]")
+    assert (p.done, p.total) == (20, 40) and p.text == "checking 20/40 · train [:-1] · ETA 3s · esc cancels"
+    assert vm.check_progress(0, 0, None, None).total == 1 and vm.CHECK_STARTING.total is None
+    assert vm.bench_progress(3, 16, "benchmark") == vm.JobProgress("benchmark: 3/16 requests", 3, 16)

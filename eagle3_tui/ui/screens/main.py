@@ -94,6 +94,7 @@ class MainScreen(Screen[None]):
         self.session_wired = False
         self.restart_note = ""
         self._start: SessionHook | None = None
+        self._shown_by_key: str | None = None
 
     # -- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -311,7 +312,7 @@ class MainScreen(Screen[None]):
     @while_mounted
     def _show_check_progress(self, message: FromSession.CheckProgress) -> None:
         ev = message.event
-        self.accuracy_pane.show_progress(ev.done, ev.total, ev.eta_s, ev.wiring)
+        self.accuracy_pane.progress = vm.check_progress(ev.done, ev.total, ev.eta_s, ev.wiring)
 
     @on(FromSession.CheckFinished)
     @while_mounted
@@ -319,9 +320,9 @@ class MainScreen(Screen[None]):
         ev = message.event
         pane = self.accuracy_pane
         if ev.error == "cancelled":
-            pane.show_stopped(CHECK_STOPPED)
+            pane.stopped = CHECK_STOPPED
         elif ev.error:
-            pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(str(ev.error))}")
+            pane.stopped = f"[$accept-bad]check failed:[/] {escape(str(ev.error))}"
             self.notify(f"check failed: {ev.error}", severity="error", timeout=10)
         elif ev.report is not None:
             pane.report = ev.report
@@ -332,13 +333,13 @@ class MainScreen(Screen[None]):
     @on(FromSession.BenchProgress)
     @while_mounted
     def _show_bench_progress(self, message: FromSession.BenchProgress) -> None:
-        self.ledger_pane.show_progress(message.event.done, message.event.total, "benchmark")
+        self.ledger_pane.progress = vm.bench_progress(message.event.done, message.event.total, "benchmark")
 
     @on(FromSession.BenchFinished)
     @while_mounted
     def _show_bench_result(self, message: FromSession.BenchFinished) -> None:
         ev = message.event
-        self.ledger_pane.hide_progress()
+        self.ledger_pane.progress = None
         if ev.error:
             self.notify(f"benchmark failed: {ev.error}", severity="error", timeout=10)
         elif ev.result is not None:
@@ -378,6 +379,8 @@ class MainScreen(Screen[None]):
 
     # -- tabs -----------------------------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
+        if self.tabs.active != tab:
+            self._shown_by_key = tab  # its TabActivated is ours: the focus is set here, not there
         self.tabs.active = tab
         self._focus_tab(tab)
 
@@ -390,8 +393,11 @@ class MainScreen(Screen[None]):
     @on(TabbedContent.TabActivated)
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
         # A click on a tab lands where its keys work, as the digit keys do.
-        with contextlib.suppress(NoMatches):
-            self._focus_tab(event.pane.id or "live")
+        if event.pane.id == self._shown_by_key:
+            self._shown_by_key = None
+        else:
+            with contextlib.suppress(NoMatches):
+                self._focus_tab(event.pane.id or "live")
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -483,22 +489,22 @@ class MainScreen(Screen[None]):
             self.notify("a check is already running (esc cancels it)", severity="warning")
             return
         self.action_show_tab("accuracy")
-        self.accuracy_pane.show_started()
+        self.accuracy_pane.progress = vm.CHECK_STARTING
         self.jobs.run(
             "check", session.run_check(**self.options.check_opts), "accuracy check", on_error=self._check_failed
         )
 
     def _check_failed(self, why: str) -> None:
         if why == "cancelled":
-            self.accuracy_pane.show_stopped(CHECK_STOPPED)
+            self.accuracy_pane.stopped = CHECK_STOPPED
         else:
-            self.accuracy_pane.show_stopped(f"[$accept-bad]check failed:[/] {escape(why)}")
+            self.accuracy_pane.stopped = f"[$accept-bad]check failed:[/] {escape(why)}"
 
     def action_cancel(self) -> None:
         if self.jobs.cancel("check"):
-            self.accuracy_pane.show_stopped(CHECK_STOPPED)
+            self.accuracy_pane.stopped = CHECK_STOPPED
         elif self.jobs.cancel("bench"):
-            self.ledger_pane.hide_progress()
+            self.ledger_pane.progress = None
 
     def action_bench(self) -> None:
         self._bench(baseline=False)
@@ -514,13 +520,17 @@ class MainScreen(Screen[None]):
             return
         label = "baseline benchmark" if baseline else "benchmark"
         self.action_show_tab("ledger")
-        self.ledger_pane.show_progress(0, 1, label)
+        self.ledger_pane.progress = vm.bench_progress(0, 1, label)
         self.jobs.run(
             "bench",
             session.benchmark(baseline=baseline, **self.options.bench_opts),
             label,
-            on_error=lambda _why: self.ledger_pane.hide_progress(),
+            on_error=self._bench_failed,
         )
+
+
+    def _bench_failed(self, why: str) -> None:
+        self.ledger_pane.progress = None
 
 
 def _confirm(question: str, *, yes: str) -> ConfirmModal:

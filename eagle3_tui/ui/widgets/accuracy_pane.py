@@ -12,7 +12,8 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
 from eagle3_tui.eagle.wiring import format_boundaries
-from eagle3_tui.ui.format import fmt_duration, fmt_num
+from eagle3_tui.ui.format import fmt_num
+from eagle3_tui.ui.viewmodel import JobProgress
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport, WiringResult
@@ -59,6 +60,10 @@ class AccuracyPane(Vertical):
     """The last check's report (None: no check yet)."""
     served: reactive[tuple[int, ...] | None] = reactive(None, init=False)
     """The boundaries the server is served with now."""
+    progress: reactive[JobProgress | None] = reactive(None, init=False)
+    """The running check's progress (None: none runs)."""
+    stopped: reactive[str] = reactive("", init=False, always_update=True)
+    """Why the last check ended without a report (markup), shown in place of the notes."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="check-progress"):
@@ -69,22 +74,14 @@ class AccuracyPane(Vertical):
             yield Static("No check yet: press c to run the standalone accuracy check.", id="check-notes")
         yield Label("c run check · esc cancel it", id="check-keys")
 
-    def show_progress(self, done: int, total: int, eta_s: float | None, wiring: str | None) -> None:
-        self.add_class("running")
-        bar = self.query_one("#check-bar", ProgressBar)
-        bar.update(total=max(total, 1), progress=done)
-        what = f" · {escape(wiring)}" if wiring else ""
-        self.query_one("#check-label", Label).update(
-            f"checking {done}/{total}{what} · ETA {fmt_duration(eta_s)} · esc cancels"
-        )
+    def watch_progress(self, progress: JobProgress | None) -> None:
+        self.set_class(progress is not None, "running")
+        if progress is not None:
+            self.query_one("#check-bar", ProgressBar).update(total=progress.total, progress=progress.done)
+            self.query_one("#check-label", Label).update(progress.text)
 
-    def show_started(self) -> None:
-        self.add_class("running")
-        self.query_one("#check-label", Label).update("starting the check on the host…")
-        self.query_one("#check-bar", ProgressBar).update(total=None, progress=0)
-
-    def show_stopped(self, note: str) -> None:
-        self.remove_class("running")
+    def watch_stopped(self, note: str) -> None:
+        self.progress = None
         self.query_one("#check-notes", Static).update(note)
 
     def watch_report(self) -> None:
@@ -97,7 +94,7 @@ class AccuracyPane(Vertical):
         report = self.report
         if report is None:
             return
-        self.remove_class("running")
+        self.progress = None
         served = report.for_boundaries(self.served) if self.served is not None else None
         table = self.query_one(DataTable)
         table.clear(columns=True)

@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar
 
 from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.ui.viewmodel import JobProgress
 
 if TYPE_CHECKING:
     from eagle3_tui.telemetry.ledger import LedgerRow
@@ -59,6 +60,8 @@ class LedgerPane(Vertical):
 
     rows: reactive[tuple[LedgerRow, ...]] = reactive((), init=False)
     """The ledger's rows for this host, oldest first."""
+    progress: reactive[JobProgress | None] = reactive(None, init=False)
+    """The running benchmark's progress (None: none runs)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-row"):
@@ -81,10 +84,8 @@ class LedgerPane(Vertical):
         if rows:
             table.move_cursor(row=len(rows) - 1)
 
-    def show_progress(self, done: int, total: int, label: str) -> None:
-        self.add_class("running")
-        self.query_one("#bench-bar", ProgressBar).update(total=max(total, 1), progress=done)
-        self.query_one("#bench-label", Label).update(f"{label}: {done}/{total} requests")
-
-    def hide_progress(self) -> None:
-        self.remove_class("running")
+    def watch_progress(self, progress: JobProgress | None) -> None:
+        self.set_class(progress is not None, "running")
+        if progress is not None:
+            self.query_one("#bench-bar", ProgressBar).update(total=progress.total, progress=progress.done)
+            self.query_one("#bench-label", Label).update(progress.text)
