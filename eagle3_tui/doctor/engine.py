@@ -22,7 +22,8 @@ def complete(facts: Facts) -> Facts:
     """A copy with the derivable facts filled in (never overriding what was given)."""
     f = dataclasses.replace(facts)
     if f.effective is None and f.launch is not None:
-        f.effective = effective(f.launch, target_arch=f.target_arch)
+        auto = f.installed.auto_spec if f.installed is not None else None
+        f.effective = effective(f.launch, target_arch=f.target_arch, auto=auto)
     if f.embed_capture_supported is None and f.launch is not None and f.launch.kind == KIND_SIM:
         has = f.launch.has_flag(SIM_PATCH_FLAG)
         f.embed_capture_supported = has

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
+    from eagle3_tui.sglang.installed import Answer
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
 
 
@@ -52,6 +53,12 @@ class Facts:
     """Whether the server's model file captures the embedding for layer id -1 (the seeds' patch)."""
     embed_capture_evidence: str | None = None
     """What showed it, e.g. "/root/sglang/.../deepseek_v2.py has no capture_embedding_for_eagle3"."""
+
+    # --- the installed SGLang ------------------------------------------------------------------
+    installed: Answer | None = None
+    """`sglang.installed.answer(...)` for the served target and the draft config's ids: the release's own
+    capture rule, start-up order, draft loader and auto-choice. None: unknown; the rules then use the
+    generic +1 rule of the releases up to 0.5.12."""
 
     # --- training data ------------------------------------------------------------------------
     data_slot_boundaries: tuple[int, ...] | None = None

@@ -11,7 +11,7 @@ SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 def severity_rank(severity: str) -> int:
     """0 for the worst; unknown severities sort last."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)  # type: ignore[arg-type]
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
 @dataclass(frozen=True)

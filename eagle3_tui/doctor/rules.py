@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from eagle3_tui.doctor import release_rules as rel
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
 from eagle3_tui.sglang.launch import EffectiveSpec, effective
+
+if TYPE_CHECKING:
+    from eagle3_tui.sglang.installed import Answer
 
 # Rule ids, in the order of DESIGN.md's table (also the tie-break order within a severity).
 STEPS_OVERRIDE = "steps-override"
@@ -54,7 +59,8 @@ def _spec(f: Facts) -> EffectiveSpec | None:
     if f.effective is not None:
         return f.effective
     if f.launch is not None:
-        return effective(f.launch, target_arch=f.target_arch)
+        auto = f.installed.auto_spec if f.installed is not None else None
+        return effective(f.launch, target_arch=f.target_arch, auto=auto)
     return None
 
 
@@ -72,6 +78,11 @@ def served_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
     """(boundaries, how we know) of what the server feeds the draft."""
     if f.served_boundaries is not None:
         return tuple(f.served_boundaries), "reported"
+    a = rel.installed_for_ids(f)
+    if a is not None and a.captures is not None and f.draft_config is not None:
+        ids = f.draft_config.sglang_layer_ids
+        what = f"no {IDS_PATH}: the default" if ids is None else f"{IDS_PATH} = {_ids(ids)}"
+        return a.captures, f"{what}, as {rel.release_name(a)} captures it ({a.source})"
     if f.draft_config is not None and f.target_num_layers is not None:
         ids = f.draft_config.sglang_layer_ids
         b = f.draft_config.served_boundaries(f.target_num_layers)
@@ -206,20 +217,28 @@ def explicit_default_shift(f: Facts) -> Finding | None:
     ids = c.sglang_layer_ids
     if tuple(sorted(set(ids))) != default:
         return None
-    got = wiring.sglang_ids_to_boundaries(ids, n)
+    a = rel.installed_for_ids(f)
+    if a is not None:
+        if a.captures is None or tuple(a.captures) == default:
+            return None  # the release takes these ids verbatim (or fails: will-not-start says so)
+        got = tuple(a.captures)
+        rule_ev = [Evidence(rel.release_name(a), f"captures {_b(got)} for these ids, not the default {_b(default)} "
+                                                 "that the same numbers mean without the key"),
+                   *rel.evidence(a, rel.capture_notes(a)[:1])]
+    else:
+        got = wiring.sglang_ids_to_boundaries(ids, n)
+        rule_ev = [
+            Evidence("SGLang rule", f"explicit ids are shifted by +1: boundaries {_b(got)}, "
+                                    f"not the default {_b(default)} that the same numbers mean without the key"),
+            Evidence("SGLang versions", "from 0.5.13 deepseek_v2.py and glm4_moe_lite.py skip the +1 when the "
+                                        "first id is not 1; check the deployed release (eagle3-tui sglang-info)"),
+        ]
     want_ids = wiring.boundaries_to_sglang_ids(default)
-    ev = [
-        Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids)}"),
-        Evidence("SGLang rule", f"explicit ids are shifted by +1: boundaries {_b(got)}, "
-                                f"not the default {_b(default)} that the same numbers mean without the key"),
-        Evidence("SGLang versions", "builds with PR #25454 (2026-05) skip the +1 in some model files "
-                                    "when the first id is not 1; check the deployed model file"),
-    ]
     return Finding(
         EXPLICIT_DEFAULT_SHIFT,
         "warning",
         f"layer ids {_ids(ids)} look like SGLang's default but capture boundaries {_b(got)}",
-        ev,
+        [Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids)}"), *rule_ev],
         f"Write {_ids(want_ids)} (SGLang's default in its +1 counting) or remove the key, "
         f"unless the draft was trained on {_b(got)}.",
     )
@@ -233,6 +252,9 @@ def embed_needs_patch(f: Facts) -> Finding | None:
     if f.embed_capture_supported:
         return None
     ev = [Evidence(_config_source(f), f"{IDS_PATH} = {_ids(c.sglang_layer_ids)}: -1 asks for the embedding output")]
+    a = rel.installed_for_ids(f)
+    if a is not None and f.embed_capture_supported is None:
+        return _embed_by_release(a, ev)
     if f.embed_capture_supported is None:
         ev.append(Evidence("server model file", f.embed_capture_evidence or "could not be read to check for embedding capture"))
         return Finding(
@@ -254,23 +276,51 @@ def embed_needs_patch(f: Facts) -> Finding | None:
     )
 
 
+def _embed_by_release(a: Answer, ev: list[Evidence]) -> Finding | None:
+    """embed-needs-patch as the installed release decides it: silent where -1 is captured."""
+    if a.embed_capture:
+        return None
+    ev += rel.evidence(a, rel.capture_notes(a)[:2])
+    if a.fails:
+        ev.append(Evidence(rel.release_name(a), a.fails))
+    if a.embed_id is not None:
+        fix = (f"{rel.release_name(a)} captures the embedding for id {a.embed_id}: write {a.embed_id} instead of -1 "
+               "(it takes ids verbatim unless the first is 1).")
+    else:
+        fix = ("Apply the embed-capture patch to the server's model file (append the embedding output before the "
+               "layer loop when -1 is listed), upgrade to a release that captures it, or use ids without -1.")
+    title = "layer id -1 (the embedding) is configured but " + (
+        "the server will not start: its model file cannot capture it" if a.fails else "it is never captured")
+    return Finding(EMBED_NEEDS_PATCH, "error", title, ev, fix)
+
+
 def layer_out_of_range(f: Facts) -> Finding | None:
     """An id whose boundary SGLang's layer loop never reaches."""
     c, n = f.draft_config, f.target_num_layers
     if c is None or n is None or c.sglang_layer_ids is None:
         return None
     ids = c.sglang_layer_ids
-    bad = [i for i in ids if i < -1 or i + 1 >= n]
+    pairs = _requested_pairs(f, ids)
+    rule = Evidence("SGLang rule", f"id j captures boundary j+1, the input of layer j+1; layers are 0..{n - 1}, "
+                                   f"so ids -1..{n - 2} are the only ones captured")
+    a = rel.installed_for_ids(f)
+    if pairs is not None and a is not None:
+        top = a.max_boundary
+        bad_pairs = [(i, b) for i, b in pairs if i != -1 and (b < 0 or b > top)]
+        rule = Evidence(rel.release_name(a), f"captures boundaries 0..{top} of this {n}-layer target "
+                                             f"(ids map as read from its source, {a.source})")
+    else:
+        bad_pairs = [(i, i + 1) for i in ids if i < -1 or i + 1 >= n]
+    bad = [i for i, _ in bad_pairs]
     if not bad:
         return None
     ev = [
         Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids)}"),
         Evidence(f.target_config_path or "target config", f"num_hidden_layers = {n}"),
-        Evidence("SGLang rule", f"id j captures boundary j+1, the input of layer j+1; layers are 0..{n - 1}, "
-                                f"so ids -1..{n - 2} are the only ones captured"),
+        rule,
     ]
-    for i in bad:
-        ev.append(Evidence("out of range", f"id {i} -> boundary {i + 1}: never captured"))
+    for i, b in bad_pairs:
+        ev.append(Evidence("out of range", f"id {i} -> boundary {b}: never captured"))
     return Finding(
         LAYER_OUT_OF_RANGE,
         "error",
@@ -281,8 +331,17 @@ def layer_out_of_range(f: Facts) -> Finding | None:
     )
 
 
+def _requested_pairs(f: Facts, ids: Sequence[int]) -> list[tuple[int, int]] | None:
+    """(id, boundary the installed release asks for) pairs, when the answer maps ids one to one."""
+    a = rel.installed_for_ids(f)
+    if a is None or a.requested is None or a.patched or len(a.requested) != len(ids):
+        return None
+    return list(zip(ids, a.requested, strict=True))
+
+
 def _issues(f: Facts, *kinds: str) -> list:
-    return [i for i in (f.checkpoint_issues or []) if i.kind in kinds]
+    """Checkpoint issues of these kinds that still hold for the installed draft loader (all when unknown)."""
+    return [i for i in (f.checkpoint_issues or []) if i.kind in kinds and rel.loader_keeps(f, i)]
 
 
 def _ckpt_source(f: Facts) -> str:
@@ -329,7 +388,8 @@ def unknown_weights(f: Facts) -> Finding | None:
         f"{unknown} checkpoint tensors are skipped by SGLang's loader and {missing} it needs are missing: "
         f"those weights stay random",
         ev,
-        "Rename the tensors to SGLang's llama_eagle3 names (layers.0.* -> midlayer.*) and re-save the checkpoint.",
+        "Rename the tensors to SGLang's llama_eagle3 names (layers.0.* -> midlayer.*) and re-save the checkpoint, "
+        "or serve with SGLang >= 0.5.12, which loads layers.0.*.",
     )
 
 
@@ -343,7 +403,8 @@ def ignored_norms(f: Facts) -> Finding | None:
         "warning",
         "the draft was trained with norms SGLang's llama_eagle3 does not apply",
         [Evidence(_ckpt_source(f), i.message) for i in issues],
-        "Serve with an SGLang build whose llama_eagle3 applies these norms, or export a draft trained without them.",
+        rel.norms_fix(f) or "Serve with SGLang >= 0.5.12 (fc_norm, norm_output) or >= 0.5.17 (norm_before_fc) "
+                            "with the flag set in the draft config, or export a draft trained without them.",
     )
 
 
@@ -493,6 +554,8 @@ Rule = Callable[[Facts], "Finding | None"]
 RULES: tuple[tuple[str, Rule], ...] = (
     (STEPS_OVERRIDE, steps_override),
     (SPEC_FLAGS_INCOMPLETE, spec_flags_incomplete),
+    (rel.WILL_NOT_START, rel.will_not_start),
+    (rel.EAGLE_NOT_EAGLE3, rel.eagle_not_eagle3),
     (CONFIG_KEY_IGNORED, config_key_ignored),
     (EXPLICIT_DEFAULT_SHIFT, explicit_default_shift),
     (EMBED_NEEDS_PATCH, embed_needs_patch),
@@ -503,6 +566,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (CHECKPOINT_SHAPES, checkpoint_shapes),
     (ROPE_THETA, rope_theta),
     (WIRING_MISMATCH, wiring_mismatch),
+    (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),
     (ONLINE_OFFLINE_GAP, online_offline_gap),
     (NO_ACCEPT_STATS, no_accept_stats),

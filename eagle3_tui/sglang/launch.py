@@ -248,10 +248,17 @@ def auto_choice(algorithm: str, target_arch: str | None) -> tuple[int, int, int]
     return (5, 4, 8)
 
 
-def effective(args: LaunchArgs, *, target_arch: str | None = None) -> EffectiveSpec:
+def effective(
+    args: LaunchArgs,
+    *,
+    target_arch: str | None = None,
+    auto: tuple[int, int, int] | None = None,
+) -> EffectiveSpec:
     """What SGLang does with the speculative flags (`_handle_speculative_decoding`).
 
     `target_arch` is the target model's `architectures[0]`; it only matters for the auto-choice.
+    `auto` is the installed release's own choice for that target (`sglang.installed`), when known;
+    without it the 0.5.6 table of `auto_choice` is used.
     """
     algo = args.algorithm.upper() if args.algorithm is not None else None
     steps, topk, draft = args.num_steps, args.eagle_topk, args.num_draft_tokens
@@ -265,7 +272,7 @@ def effective(args: LaunchArgs, *, target_arch: str | None = None) -> EffectiveS
         notes.append("NEXTN is run as EAGLE")
     if algo not in EAGLE_FAMILY:
         return EffectiveSpec(algo, steps, topk, draft, notes)
-    auto = False
+    chosen = False
     if steps is None:
         if topk is not None or draft is not None:
             return EffectiveSpec(
@@ -279,12 +286,12 @@ def effective(args: LaunchArgs, *, target_arch: str | None = None) -> EffectiveS
                     "without --speculative-num-steps trips its auto-choice assert"
                 ),
             )
-        steps, topk, draft = auto_choice(algo, target_arch)
-        auto = True
+        steps, topk, draft = auto if auto is not None and algo != "STANDALONE" else auto_choice(algo, target_arch)
+        chosen = True
         arch = target_arch or "an unknown target architecture"
         notes.append(f"auto-chosen for {arch}: steps {steps}, topk {topk}, draft tokens {draft}")
-        if algo != "STANDALONE" and target_arch not in _AUTO_314_ARCHS | _AUTO_548_ARCHS:
-            notes.append("2026 SGLang builds auto-choose steps 3, topk 1, draft tokens 4 for this architecture")
+        if auto is None and algo != "STANDALONE" and target_arch not in _AUTO_314_ARCHS | _AUTO_548_ARCHS:
+            notes.append("SGLang 0.5.8 and later auto-choose steps 3, topk 1, draft tokens 4 for this architecture")
     else:
         unset = [flag for flag, v in (("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft))
                  if v is None and not (flag.endswith("draft-tokens") and topk == 1)]
@@ -296,4 +303,4 @@ def effective(args: LaunchArgs, *, target_arch: str | None = None) -> EffectiveS
     if topk == 1 and draft != steps + 1:
         notes.append(TOPK1_WARNING)
         draft = steps + 1
-    return EffectiveSpec(algo, steps, topk, draft, notes, auto_chosen=auto)
+    return EffectiveSpec(algo, steps, topk, draft, notes, auto_chosen=chosen)

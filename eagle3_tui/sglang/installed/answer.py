@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_tui.sglang.installed.archs import Arch
-from eagle3_tui.sglang.installed.evaluate import Captured, embed_id, fc_states_for, replay
+from eagle3_tui.sglang.installed.evaluate import (
+    CaptureFailure,
+    Captured,
+    embed_id,
+    fc_states_for,
+    replay,
+    setter_indices,
+)
 from eagle3_tui.sglang.installed.loader import DraftLoader
 from eagle3_tui.sglang.installed.notes import Note
 from eagle3_tui.sglang.installed.release import Release
@@ -38,6 +45,10 @@ class Answer:
     embed_id: int | None
     """The id that captures the embedding here (-1, or 0 where ids are taken verbatim), or None."""
     patched: bool
+    requested: tuple[int, ...] | None
+    """The boundaries the setter asks for, in id order, before the loop drops the unreachable ones."""
+    max_boundary: int
+    """The last boundary the forward can capture (N-1, or N where the last layer's output is capturable)."""
     loader: DraftLoader
     spec: SpecRules
     auto_spec: Triple | None
@@ -98,6 +109,12 @@ def answer(release: Release, arch: Arch, num_layers: int, layer_ids: Sequence[in
         got = replay(rule, order.events, order.graph_resets, ids, num_layers,
                      fc_states=fc_states_for(ids, release.loader.fc_from_ids))
     eid = embed_id(rule, num_layers) if release.spec.has_eagle3 else None
+    requested: tuple[int, ...] | None
+    try:
+        asked = tuple(setter_indices(rule, ids, num_layers))
+        requested = (0, *asked) if rule.patched and ids is not None and -1 in ids else asked
+    except CaptureFailure:
+        requested = None
     notes = (*rule.notes, *order.notes, *release.loader.notes, *release.spec.notes, release.log_note)
     return Answer(
         version=release.version,
@@ -112,6 +129,8 @@ def answer(release: Release, arch: Arch, num_layers: int, layer_ids: Sequence[in
         embed_capture=eid == -1,
         embed_id=eid,
         patched=rule.patched,
+        requested=requested,
+        max_boundary=num_layers if rule.last_boundary else num_layers - 1,
         loader=release.loader,
         spec=release.spec,
         auto_spec=release.spec.auto_spec(arch.architecture) if release.spec.has_eagle3 else None,
