@@ -414,6 +414,7 @@ class Session:
             self._spec = self._remembered_spec()
         if self._spec is None:
             raise UserError("no launch command: set launch_command in the profile")
+        self._check_port(self._spec)
         self.restarter.begin()
         await self._restart(reason="start")
 
@@ -428,8 +429,19 @@ class Session:
         self.restarter.check_idle()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
+        self._check_port(self._spec)
         self.restarter.begin()
         await self._restart(reason="restart")
+
+    def _check_port(self, spec: LaunchSpec) -> None:
+        """Refuse to relaunch a remembered command on another port than the profile asks for."""
+        want = self.profile.port
+        if want is not None and spec.port != want and not self.profile.launch_command:
+            raise UserError(
+                f"the profile asks for port {want} but the only launch command known (remembered from the last "
+                f"run) serves port {spec.port}, and the profile has no launch_command to start one on {want}: "
+                "set launch_command in the profile (or put the port back)"
+            )
 
     def _on_launched(self, spec: LaunchSpec, pgid: int, reason: str) -> None:
         self.telemetry.mark(time.time(), reason)

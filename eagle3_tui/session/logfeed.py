@@ -79,12 +79,20 @@ class LogFeed:
     def path(self) -> str | None:
         return self._path
 
-    def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0) -> None:
-        """Follow `path` (a no-op when it is already followed)."""
-        if self._task is not None and self._path == path and not self._task.done():
+    def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0, fresh: bool = False) -> None:
+        """Follow `path` (a no-op when it is already followed, unless `fresh`).
+
+        `fresh`: drop the current follow and any failure held for its traceback, so that nothing
+        read from the previous file can reach the run state after this call (a new launch's log).
+        """
+        if self._task is not None and self._path == path and not self._task.done() and not fresh:
             return
         if self._task is not None:
             self._task.cancel()
+        if fresh:
+            with self._reader_lock:
+                self._reader = LogReader()
+            self._pending_since = None
         self._path = path
         self._task = asyncio.ensure_future(self._follow(path, start, last_lines))
 

@@ -5,8 +5,10 @@ same argv, cwd and whitelisted env (the host layer rotates the log), follow the 
 ready when the log says "The server is fired up and ready to roll!" and `/health` answers, within the
 profile's deadline. On failure: state `failed`, the failure event, and the last 40 log lines.
 
-Which log lines belong to the new launch is the run state's business (`state.py`): a ready or crash
-line still arriving from the previous run's file never decides this launch.
+Which log lines belong to the new launch: the host rotates the old log at the launch, and the log
+is then followed afresh from the new file's first byte (`LogFeed.start(fresh=True)`), so a ready or
+crash line of the previous run's file never decides this launch. A start that fails stops the group
+it launched. Across processes and machines one restart at a time: `restartlock.RestartLock`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.restartlock import RestartLock
 from eagle3_tui.session.state import Launched, RunTracker
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 LOG_TAIL_LINES = 40
 STOP_GRACE_S = 30.0
+FAILED_STOP_GRACE_S = 10.0
 PORT_WAIT_S = 60.0
 ALIVE_CHECK_S = 1.0
 POLL_S = 0.2
@@ -91,6 +95,7 @@ class Restarter:
         self._client = client
         self._on_launched = on_launched
         self._busy = False
+        self._started: int | None = None
 
     @property
     def busy(self) -> bool:
@@ -159,7 +164,14 @@ class Restarter:
         """
         assert spec.log_path is not None
         self._busy = True
+        self._started = None
         t0 = time.monotonic()
+        lock = RestartLock(self._host, spec.log_path, self._lock_age_s())
+        try:
+            await lock.acquire(reason)
+        except UserError:
+            self._busy = False
+            raise  # another restart owns the host: nothing of ours to mark failed
         try:
             await self.stop_current(t0)
             self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
@@ -174,6 +186,7 @@ class Restarter:
             raise RestartFailed(str(err)) from None
         finally:
             self._busy = False
+            await lock.release()
         elapsed = time.monotonic() - t0
         self._views.set_server(state="ready", message="")
         self._progress("ready", f"ready after {elapsed:.1f} s", t0)
@@ -196,13 +209,15 @@ class Restarter:
         """Follow the log, start the server detached: (the launch number of `RunState`, its pgid)."""
         assert spec.log_path is not None
         self._progress("launching", "launching: " + " ".join(spec.argv[:6]) + " ...", t0)
-        self._feed.start(spec.log_path, start="end")
         cwd = spec.cwd or str(Path(spec.log_path).parent)
-        rotates = False
-        with contextlib.suppress(UserError):
-            rotates = (await self._host.stat(spec.log_path)).size > 0
-        launch = self._tracker.dispatch(Launched(rotates=rotates)).launch
         pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
+        self._started = pgid
+        # The host rotated the old log before the launch: a fresh follow of the new file from its
+        # first byte, with nothing read from the old file left in flight, is this launch's log alone.
+        # (Following on and waiting for a LogSwitched is not enough: a follow opened just before
+        # the launch reports "opened" on the *old* file, whose last lines would count for this one.)
+        self._feed.start(spec.log_path, start="begin", fresh=True)
+        launch = self._tracker.dispatch(Launched(rotates=False)).launch
         self._views.set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
                                log_path=spec.log_path, argv=spec.argv, message=f"{reason}: loading")
         self._on_launched(spec, pgid, reason)
@@ -237,8 +252,17 @@ class Restarter:
                     raise self._failed(launch) or RestartFailed("the server exited during start-up")
             await asyncio.sleep(POLL_S)
 
+    def _lock_age_s(self) -> float:
+        """Longer than any restart can last: a lock older than this was left by a dead one."""
+        return STOP_GRACE_S + PORT_WAIT_S + self._profile.restart_deadline_s + 60.0
+
     async def _fail(self, message: str, spec: LaunchSpec, t0: float) -> None:
         tail = await log_tail(self._host, spec.log_path or self._views.server.log_path, self._feed)
+        if self._started is not None:  # a start that failed stops what it started
+            with contextlib.suppress(UserError):
+                outcome = await self._host.stop_group(self._started, grace=FAILED_STOP_GRACE_S)
+                self._progress("failed", f"stopped what this start launched (group {self._started}: {outcome})", t0)
+            self._views.set_server(pid=None, pgid=None)
         self._views.set_server(state="failed", log_tail=tail, message=message)
         self._progress("failed", message, t0)
         self._views.notice(message, "error")

@@ -1,0 +1,133 @@
+"""Restarts through the public CLI: after a crash the new launch is judged by its own log; two at
+once end with one server and one refusal naming the other; a failed start stops what it started; a
+port change with no launch command is refused with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.profile import Profile
+from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.store import LocalStore
+from tests.plugins.world import stop_processes_under
+from tests.test_hardening_apply import _profile, cli
+
+pytestmark = pytest.mark.slow
+
+CRASH = (
+    "[2026-12-01 09:00:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "scheduler.py", line 1, in event_loop\n'
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "[2026-12-01 09:00:01] Received sigquit from a child process. It usually means the child failed.\n"
+)
+
+
+def _pgid(tmp_path: Path) -> int:
+    return int((tmp_path / ".server.log.pid").read_text().strip())
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _crash_then_restart(tmp_path: Path, world, ssh=None) -> None:
+    prof, _cfg, alias = _profile(tmp_path, world, ssh=ssh)
+    try:
+        r = cli(prof, alias, "restart", "--yes")
+        assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
+        os.killpg(_pgid(tmp_path), signal.SIGKILL)  # the server dies; its log ends with the crash
+        with open(tmp_path / "server.log", "a") as f:
+            f.write(CRASH)
+        time.sleep(0.5)
+        r = cli(prof, alias, "restart", "--yes")
+        assert "Traceback" not in r.stderr and "failed to start" not in r.stderr, r.stderr
+        assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
+        assert _alive(_pgid(tmp_path))
+        assert "Scheduler hit an exception" not in (tmp_path / "server.log").read_text()
+    finally:
+        stop_processes_under(tmp_path)
+
+
+def test_restart_after_a_crash_is_judged_by_the_new_log(tmp_path, demo_world):
+    _crash_then_restart(tmp_path, demo_world)
+
+
+def test_restart_after_a_crash_over_ssh(tmp_path, demo_world, sshd):
+    _crash_then_restart(tmp_path, demo_world, ssh=sshd)
+
+
+def test_two_restarts_at_once_one_server_one_clear_refusal(tmp_path, demo_world):
+    prof, _cfg, alias = _profile(tmp_path, demo_world)
+    env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
+    env.pop("EAGLE3_TUI_FAULT", None)
+    argv = [sys.executable, "-m", "eagle3_tui", "restart", "--yes", "--host", alias, "--profile", str(prof)]
+    try:
+        first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / ".server.log.restart-lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+        out, err = first.communicate(timeout=180)
+        assert first.returncode == 0 and "server: ready" in out, err
+        assert second.returncode == 2, second.stderr
+        refusal = second.stderr.strip()
+        assert refusal.count("\n") == 0 and "Traceback" not in refusal
+        assert f"another restart is running on this host: pid {first.pid}" in refusal and "since" in refusal
+        assert _alive(_pgid(tmp_path)) and not (tmp_path / ".server.log.restart-lock").exists()
+    finally:
+        stop_processes_under(tmp_path)
+
+
+def test_a_failed_start_stops_what_it_started(tmp_path):
+    """A server that logs a scheduler exception and hangs on (as SGLang's parent does when a child died)."""
+    fake = tmp_path / "fake" / "sglang"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "launch_server.py").write_text(
+        "import sys, time\n"
+        "print('[2026-12-01 09:00:00] Scheduler hit an exception: boom', file=sys.stderr, flush=True)\n"
+        "print('[2026-12-01 09:00:00] next record', file=sys.stderr, flush=True)\n"
+        "time.sleep(600)\n")
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(tmp_path), "--port", "1"]
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["here"]\nlocal = true\nlaunch_command = {json.dumps(argv)}\nlaunch_cwd = "{fake.parent}"\n'
+                    f'log_path = "{tmp_path}/server.log"\nstate_dir = "{tmp_path}/state"\nport = 1\n')
+    try:
+        r = cli(prof, "here", "restart", "--yes", timeout=120)
+        assert r.returncode == 2 and "failed to start: scheduler-exception" in r.stderr, r.stderr
+        assert "stopped what this start launched" in r.stdout, r.stdout
+        assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd_has(p, "sglang.launch_server")
+                    and _cmd_has(p, str(tmp_path))]
+    finally:
+        stop_processes_under(tmp_path)
+
+
+def _cmd_has(proc: Path, text: str) -> bool:
+    try:
+        return text.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def test_a_port_change_without_a_launch_command_is_refused(tmp_path):
+    state = tmp_path / "state"
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30001"]
+    LocalStore(Profile(name="here", state_dir=str(state))).save_launch(
+        LaunchSpec.from_argv(argv, cwd=str(tmp_path), log_path=str(tmp_path / "server.log")))
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["here"]\nlocal = true\nlog_path = "{tmp_path}/server.log"\nstate_dir = "{state}"\nport = 30002\n')
+    r = cli(prof, "here", "restart", "--yes")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "asks for port 30002" in r.stderr and "serves port 30001" in r.stderr and "launch_command" in r.stderr
