@@ -14,9 +14,12 @@ from eagle3_tui.sglang.launch import (
     KIND_SERVE,
     KIND_SIM,
     TOPK1_WARNING,
+    config_tokens,
     effective,
     is_launch_command,
+    merge_config,
     parse_launch,
+    relaunch_env,
     render,
     with_flags,
 )
@@ -243,3 +246,60 @@ def test_with_flags_changes_only_what_it_is_asked(argv, steps, topk, draft) -> N
     assert (b.num_steps, b.eagle_topk, b.num_draft_tokens) == (steps, topk, draft)
     assert (b.model_path, b.port, b.host, b.tp_size, b.extra) == (a.model_path, a.port, a.host, a.tp_size, a.extra)
     assert render(with_flags(b)) == render(b)
+
+
+# --- sglang serve MODEL, --config x.yaml, the relaunch environment ------------------------------------
+
+
+def test_serve_takes_the_model_positionally() -> None:
+    a = parse_launch(shlex.split("sglang serve Qwen/Qwen3-8B --speculative-algorithm EAGLE3 --port 30001"))
+    assert a.kind == KIND_SERVE and a.model_path == "Qwen/Qwen3-8B" and a.positional_model
+    assert a.port == 30001 and a.extra == ()
+    b = with_flags(a, model_path="/models/qwen3", steps=3)
+    assert render(b)[:3] == ["sglang", "serve", "/models/qwen3"] and b.num_steps == 3
+    flagged = parse_launch(shlex.split("sglang serve --model-path /m --port 1"))
+    assert flagged.model_path == "/m" and not flagged.positional_model
+
+
+CONFIG_YAML = """
+model-path: /models/Kimi-K2.5
+speculative-algorithm: EAGLE3
+speculative-num-steps: 1
+speculative-num-draft-tokens: 16
+speculative-eagle-topk: 1
+disable-cuda-graph: true
+enable-metrics: false
+tp-size: 8
+"""
+
+
+def test_config_yaml_is_merged_with_the_command_line_winning() -> None:
+    a = parse_launch(shlex.split("sglang serve --config /etc/sgl.yaml --speculative-num-steps 3 --port 30000"))
+    assert a.config_path == "/etc/sgl.yaml" and a.model_path is None
+    m = merge_config(a, CONFIG_YAML)
+    assert render(m) == render(a)  # argv untouched
+    assert (m.model_path, m.algorithm, m.tp_size, m.port) == ("/models/Kimi-K2.5", "EAGLE3", 8, 30000)
+    assert (m.num_steps, m.eagle_topk, m.num_draft_tokens) == (3, 1, 16)  # CLI > config
+    assert m.has_flag("--disable-cuda-graph") and not m.has_flag("--enable-metrics")
+    eff = effective(m)
+    assert (eff.steps, eff.draft_tokens) == (3, 4) and TOPK1_WARNING in eff.adjusted
+    b = with_flags(m, steps=5)
+    assert b.num_steps == 5 and b.model_path == "/models/Kimi-K2.5" and b.config_argv == m.config_argv
+
+
+def test_config_yaml_positional_model_and_bad_files() -> None:
+    a = parse_launch(shlex.split("sglang serve Qwen/Qwen3-8B --config c.yaml"))
+    assert merge_config(a, "model-path: /other\nport: 1234\n").model_path == "Qwen/Qwen3-8B"
+    assert merge_config(a, "").model_path == "Qwen/Qwen3-8B"
+    with pytest.raises(UserError, match="not valid YAML at line 2"):
+        merge_config(a, "port: 1\n  bad: [\n")
+    with pytest.raises(UserError, match="mapping of flag names"):
+        merge_config(a, "- a\n- b\n")
+    assert config_tokens({"json-model-override-args": {"a": 1}, "lora-paths": ["x", "y"], "skip": False}) == [
+        "--json-model-override-args", '{"a": 1}', "--lora-paths", "x", "y"]
+
+
+def test_relaunch_keeps_sglang_and_legacy_sgl_variables() -> None:
+    env = {"SGLANG_LOG_MS": "1", "SGL_ENABLE_JIT_DEEPGEMM": "1", "NCCL_DEBUG": "INFO", "HF_HOME": "/hf",
+           "CUDA_VISIBLE_DEVICES": "0,1", "PYTHONPATH": "/p", "HOME": "/root", "SSH_AUTH_SOCK": "/tmp/a"}
+    assert relaunch_env(env) == {k: v for k, v in env.items() if k not in ("HOME", "SSH_AUTH_SOCK")}

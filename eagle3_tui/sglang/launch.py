@@ -6,6 +6,11 @@ ever re-serialised from the typed fields, so `render(parse_launch(argv)) == argv
 `--flag=value` are understood (and kept in the form they were written). Flags this module does
 not know are kept verbatim, in order, in `LaunchArgs.extra`.
 
+`sglang serve MODEL ...` takes the model positionally (the first token after `serve` that is not a
+flag, as SGLang's `_normalize_positional_model_path` does). `--config x.yaml` names a YAML file whose
+keys SGLang turns into flags placed before the command line's (CLI > config > defaults,
+`ConfigArgumentMerger`, 0.5.6+); `merge_config` gives the typed view of both without touching argv.
+
 `effective` applies SGLang's own adjustment rules (research/sglang.md §2.2-2.3): with
 `--speculative-eagle-topk 1` the number of draft tokens is forced to `num_steps + 1` (with the
 warning SGLang logs), and the auto-choice runs only when steps, topk and draft tokens are all unset.
@@ -13,9 +18,11 @@ warning SGLang logs), and the auto-choice runs only when steps, topk and draft t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from eagle3_tui.errors import UserError
 
@@ -37,6 +44,7 @@ FLAG_SPELLINGS: dict[str, tuple[str, ...]] = {
     "tp_size": ("--tp-size", "--tp", "--tensor-parallel-size"),
     "dp_size": ("--dp-size", "--dp", "--data-parallel-size"),
     "decode_log_interval": ("--decode-log-interval",),
+    "config_path": ("--config",),
 }
 INT_FIELDS = frozenset(
     {"num_steps", "eagle_topk", "num_draft_tokens", "port", "tp_size", "dp_size", "decode_log_interval"}
@@ -45,6 +53,11 @@ INT_FIELDS = frozenset(
 SHORT_NAMES = {"steps": "num_steps", "topk": "eagle_topk", "draft_tokens": "num_draft_tokens"}
 
 _SPELLING_TO_FIELD = {s: name for name, spellings in FLAG_SPELLINGS.items() for s in spellings}
+
+# Variables a relaunch keeps: SGLang's own (SGLANG_*, and the legacy SGL_* still read by older
+# releases), NCCL's and Hugging Face's.
+RELAUNCH_ENV_PREFIXES = ("SGLANG_", "SGL_", "NCCL_", "HF_")
+RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH"})
 
 KIND_LAUNCH_SERVER = "sglang.launch_server"
 KIND_SERVE = "sglang serve"
@@ -89,19 +102,29 @@ class LaunchArgs:
     tp_size: int | None = None
     dp_size: int | None = None
     decode_log_interval: int | None = None
+    config_path: str | None = None
+    """`--config x.yaml`; its flags are in `config_argv` once `merge_config` has read the file."""
     extra: tuple[str, ...] = ()
+    positional_model: bool = False
+    """The model was given positionally (`sglang serve MODEL`)."""
+    config_argv: tuple[str, ...] = ()
+    """The flags SGLang derives from the --config file (they come before argv's; argv wins)."""
 
     @property
     def speculative(self) -> bool:
         return self.algorithm is not None
 
+    @property
+    def _all_flags(self) -> tuple[str, ...]:
+        return (*self.config_argv, *self.argv[len(self.program) :])
+
     def has_flag(self, flag: str) -> bool:
-        """Whether `flag` (e.g. `--sim-embed-capture-patch`) appears, in either form."""
-        return any(tok == flag or tok.startswith(flag + "=") for tok in self.argv[len(self.program) :])
+        """Whether `flag` (e.g. `--disable-cuda-graph`) appears, in either form, on the command line or in --config."""
+        return any(tok == flag or tok.startswith(flag + "=") for tok in self._all_flags)
 
     def flag_value(self, flag: str) -> str | None:
-        """The value of the last occurrence of any flag, known or not (None if absent or bare)."""
-        toks = self.argv[len(self.program) :]
+        """The value of the last occurrence of any flag, known or not (None if absent or bare); argv beats --config."""
+        toks = self._all_flags
         value: str | None = None
         for i, tok in enumerate(toks):
             if tok.startswith(flag + "="):
@@ -177,6 +200,10 @@ def parse_launch(argv: Sequence[str]) -> LaunchArgs:
     values: dict[str, object] = {}
     extra: list[str] = []
     i = start
+    positional = kind == KIND_SERVE and i < len(tokens) and not tokens[i].startswith("-")
+    if positional:
+        values["model_path"] = tokens[i]
+        i += 1
     while i < len(tokens):
         tok = tokens[i]
         name, _, inline = tok.partition("=")
@@ -194,6 +221,7 @@ def parse_launch(argv: Sequence[str]) -> LaunchArgs:
             raw = tokens[i + 1]
             i += 2
         values[fld] = _parse_int(name, raw) if fld in INT_FIELDS else raw
+    values["positional_model"] = positional
     return LaunchArgs(argv=tokens, kind=kind, program=tokens[:start], extra=tuple(extra), **values)  # type: ignore[arg-type]
 
 
@@ -215,6 +243,9 @@ def with_flags(args: LaunchArgs, **changes: object) -> LaunchArgs:
         fld = SHORT_NAMES.get(key, key)
         if fld not in FLAG_SPELLINGS:
             raise UserError(f"cannot change launch flag {key!r}: not one of {sorted(FLAG_SPELLINGS)}")
+        if fld == "model_path" and args.positional_model and value is not None:
+            tokens[start] = str(value)
+            continue
         if value is not None and fld in INT_FIELDS and (isinstance(value, bool) or not isinstance(value, int)):
             raise UserError(f"launch flag {FLAG_SPELLINGS[fld][0]} wants a whole number, not {value!r}")
         spellings = FLAG_SPELLINGS[fld]
@@ -236,7 +267,77 @@ def with_flags(args: LaunchArgs, **changes: object) -> LaunchArgs:
         if value is not None and not seen:
             out.extend([spellings[0], str(value)])
         tokens = out
-    return parse_launch(tokens)
+    return with_config_argv(parse_launch(tokens), args.config_argv)
+
+
+def config_tokens(data: dict[str, Any]) -> list[str]:
+    """The flags SGLang's `ConfigArgumentMerger` makes of a --config mapping (`--key value`, lists spread,
+    mappings as JSON, True as a bare flag, False left out)."""
+    out: list[str] = []
+    for key, value in data.items():
+        flag = f"--{key}"
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+        elif isinstance(value, list):
+            if value:
+                out.extend([flag, *(str(v) for v in value)])
+        elif isinstance(value, dict):
+            out.extend([flag, json.dumps(value)])
+        elif value is not None:
+            out.extend([flag, str(value)])
+    return out
+
+
+def merge_config(args: LaunchArgs, text: str) -> LaunchArgs:
+    """The launch as SGLang sees it with the --config file's text merged in (argv itself unchanged)."""
+    import yaml
+
+    where = args.config_path or "--config"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{where} is not valid YAML{at}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{where} must hold a mapping of flag names to values, as SGLang requires")
+    return with_config_argv(args, tuple(config_tokens(data)))
+
+
+def with_config_argv(args: LaunchArgs, config_argv: Sequence[str]) -> LaunchArgs:
+    """`args` with typed fields from config flags + argv (argv wins), argv and `extra` untouched."""
+    cfg = tuple(config_argv)
+    if not cfg:
+        return replace(args, config_argv=())
+    rest = list(args.argv[len(args.program) :])
+    if args.positional_model and rest:
+        rest = ["--model-path", rest[0], *rest[1:]]
+    rest = _drop_flag(rest, "--config")
+    view = parse_launch([*args.program, *cfg, *rest])
+    typed = {name: getattr(view, name) for name in FLAG_SPELLINGS if name != "config_path"}
+    return replace(args, config_argv=cfg, **typed)
+
+
+def _drop_flag(tokens: list[str], flag: str) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == flag:
+            i += 2
+            continue
+        if not tok.startswith(flag + "="):
+            out.append(tok)
+        i += 1
+    return out
+
+
+def relaunch_env(environ: dict[str, str]) -> dict[str, str]:
+    """The server's environment a relaunch keeps (SGLANG_*, legacy SGL_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES, PYTHONPATH)."""
+    return {k: v for k, v in environ.items() if k in RELAUNCH_ENV_NAMES or k.startswith(RELAUNCH_ENV_PREFIXES)}
 
 
 def auto_choice(algorithm: str, target_arch: str | None) -> tuple[int, int, int]:
