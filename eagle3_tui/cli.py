@@ -8,12 +8,16 @@ and imports what it needs inside its run function.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from types import FrameType
 
 from eagle3_tui import __version__
-from eagle3_tui.errors import UserError
+from eagle3_tui.errors import EXIT_INTERNAL, EXIT_SIGNAL_BASE, UserError
 
 # Modules under eagle3_tui/commands/, in the order their subcommands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -60,10 +64,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SIGNAL_WORDS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+
+def _route_signals(received: list[int]) -> None:
+    """SIGTERM and SIGHUP take ctrl-C's path: asyncio.run cancels the running command, its cleanup
+    (finally blocks, session.close, remote jobs' temp folders) runs, KeyboardInterrupt ends it."""
+
+    def as_interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)  # asyncio's own SIGINT handler, or default_int_handler
+        else:
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread, or no such signal here
+            signal.signal(sig, as_interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The one exit path: every way a command ends is one line on stderr and its own exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    received: list[int] = []
+    _route_signals(received)
     try:
         if func is None:
             from eagle3_tui.ui.launch import run_console
@@ -74,10 +101,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"eagle3-tui: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print("eagle3-tui: interrupted", file=sys.stderr)
-        return 130
+        sig = received[0] if received else signal.SIGINT
+        print(f"eagle3-tui: {_SIGNAL_WORDS.get(sig, 'stopped by a signal')}", file=sys.stderr)
+        return EXIT_SIGNAL_BASE + int(sig)
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        if os.environ.get("EAGLE3_TUI_DEBUG"):
+            raise
+        print(f"eagle3-tui: internal error ({type(err).__name__}: {err}); EAGLE3_TUI_DEBUG=1 shows where",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

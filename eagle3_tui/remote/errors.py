@@ -33,6 +33,8 @@ class AuthFailed(HostError):
 class ConnectionLost(HostError):
     """The connection is down (or never came up); transient, the supervisor keeps trying."""
 
+    exit_code = 3  # errors.EXIT_CONNECTION_LOST: a command that ends on it says so by its status
+
 
 class CommandTimeout(HostError):
     """A command ran past its deadline; it was stopped on the host."""

@@ -1,0 +1,89 @@
+"""The one exit path: ctrl-C, SIGTERM and SIGHUP end a long command with one line and their own exit
+status, never a traceback, locally and over the real sshd (whose port forward and channels close in
+order: no asyncio "Exception in callback")."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.cli import main
+from eagle3_tui.errors import UserError
+from eagle3_tui.remote.errors import ConnectionLost
+
+WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+
+def _profile(tmp_path: Path, ssh=None) -> tuple[Path, str]:
+    log = tmp_path / "server.log"
+    log.write_text("[2026-12-01 09:00:00] a line of an old run\n")
+    if ssh is None:
+        head, alias = '["here"]\nlocal = true\n', "here"
+    else:
+        head, alias = f'["{ssh.alias}"]\nssh_config = "{ssh.ssh_config}"\n', ssh.alias
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(head + f'remote_python = "{sys.executable}"\nlog_path = "{log}"\n'
+                    f'state_dir = "{tmp_path}/state"\nport = 1\n')
+    return prof, alias
+
+
+def _signalled(tmp_path: Path, sig: int, ssh=None) -> tuple[int, str]:
+    prof, alias = _profile(tmp_path, ssh)
+    env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
+    p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "watch", "--no-ui", "--duration", "120",
+                          "--host", alias, "--profile", str(prof)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()  # the server line: attached and following
+        assert first.startswith("server: "), first
+        time.sleep(0.5)
+        p.send_signal(sig)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_watch_ends_on_a_signal_with_one_line(tmp_path, sig):
+    rc, err = _signalled(tmp_path, sig)
+    assert rc == 128 + sig
+    assert err.strip() == f"eagle3-tui: {WORDS[sig]}", err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_watch_over_ssh_ends_on_a_signal_with_one_line(tmp_path, sshd, sig):
+    rc, err = _signalled(tmp_path, sig, ssh=sshd)
+    assert rc == 128 + sig
+    assert "Traceback" not in err and "Exception in callback" not in err
+    assert err.strip() == f"eagle3-tui: {WORDS[sig]}", err
+
+
+def test_a_lost_connection_and_a_bug_have_their_own_status(monkeypatch, capsys):
+    from eagle3_tui.commands import hostcmds
+
+    def lost(args):
+        raise ConnectionLost("Lost the connection to gpu1: Connection reset by peer.")
+
+    monkeypatch.setattr(hostcmds, "run", lost)
+    assert main(["doctor", "--local"]) == 3
+    assert capsys.readouterr().err == "eagle3-tui: Lost the connection to gpu1: Connection reset by peer.\n"
+
+    def bug(args):
+        raise AttributeError("'list' object has no attribute 'get'")
+
+    monkeypatch.setattr(hostcmds, "run", bug)
+    monkeypatch.delenv("EAGLE3_TUI_DEBUG", raising=False)
+    assert main(["doctor", "--local"]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error (AttributeError" in err and "Traceback" not in err
+    assert UserError("x").exit_code == 2
