@@ -37,12 +37,14 @@ from typing import TYPE_CHECKING, Any
 if __package__:
     from . import checkpoint as ck
     from . import datasets as ds_mod
+    from . import predict as pr
     from . import trainers as tr
     from . import wiring as wr
 else:  # plain files copied side by side
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checkpoint as ck  # type: ignore[no-redef, import-not-found]
     import datasets as ds_mod  # type: ignore[no-redef, import-not-found]
+    import predict as pr  # type: ignore[no-redef, import-not-found]
     import trainers as tr  # type: ignore[no-redef, import-not-found]
     import wiring as wr  # type: ignore[no-redef, import-not-found]
 
@@ -104,6 +106,8 @@ class CheckReport:
     framework: str | None = None  # the trainer whose files these are
     served_by: str = ""  # the SGLang loader model the served numbers follow
     forward_note: str = ""  # how the served forward differs from the trained one ("" when it does not)
+    # predict.py: [{"steps", "topk", "draft_tokens", "accept_len", "positions", "wiring", "boundaries"}]
+    predictions: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """All fields, plus the best wiring's figures at the top level (for the ledger)."""
@@ -171,6 +175,7 @@ class CheckOptions:
     max_len: int = 4096
     batch_tokens: int = 16384
     threads: int | None = None
+    predict: list[tuple[int, int, int]] = field(default_factory=list)  # (steps, topk, draft tokens)
 
 
 # -- target pieces ---------------------------------------------------------------------------------
@@ -314,6 +319,10 @@ def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoa
                                f"the numbers are as served; as_trained holds the trained forward's")
         report.notes.append(report.forward_note)
     _measure(model, data, labels, wirings, (served, model.fwd if diff else None), opts, device, dtype, out, report)
+    if opts.predict:
+        report.predictions = pr.predict_for_report(model, served, data, labels, wirings, opts, device, dtype,
+                                                   report, _assemble, _batches)
+        out({"event": "predictions", "predictions": report.predictions})
     report.elapsed_s = round(time.perf_counter() - t_start, 3)
     out({"event": "done", "report": report.to_dict()})
     return report
@@ -938,11 +947,16 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
     p.add_argument("--max-len", type=int, default=4096)
     p.add_argument("--batch-tokens", type=int, default=16384)
     p.add_argument("--threads", type=int)
+    p.add_argument("--predict", action="append", default=[], metavar="S,K,D")
     p.add_argument("--no-stdin-watch", action="store_true", help="keep running when stdin closes")
     a = p.parse_args(argv)
     opts = CheckOptions(a.draft, a.data, a.target, a.wiring, a.samples, a.steps, a.device, a.dtype,
                         _ints(a.data_slots) if a.data_slots else None, a.num_layers, a.labels, a.max_len,
                         a.batch_tokens, a.threads)
+    try:
+        opts.predict = [pr.parse_config(c) for c in a.predict]
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     return opts, not a.no_stdin_watch
 
 

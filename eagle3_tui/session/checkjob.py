@@ -21,7 +21,7 @@ from eagle3_tui.remote.host import Host
 
 # the files accuracy.py needs beside it (each imports its siblings as plain modules there)
 SCRIPT_FILES: tuple[str, ...] = (
-    "accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py",
+    "accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py", "predict.py",
 )
 _EAGLE_DIR = Path(__file__).resolve().parent.parent / "eagle"
 
