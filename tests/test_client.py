@@ -12,9 +12,13 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.client import (
     ServerUnavailable,
     SGLangClient,
+    Unauthorized,
+    aggregate_ranks,
+    base_url,
     load_prompts,
     parse_prometheus,
     percentile,
+    rank_stats,
     run_benchmark,
     server_accept_length,
 )
@@ -168,3 +172,91 @@ async def test_benchmark_all_failed_raises(fake_server):
     async with SGLangClient(url(fake_server)) as c:
         with pytest.raises(ServerUnavailable, match="every benchmark request failed"):
             await run_benchmark(c, ["fail"], num_prompts=2, concurrency=1, max_tokens=4, flush=False)
+
+
+# --- --api-key, TLS, several DP ranks ------------------------------------------------------------------
+
+
+class KeyedSGLang(FakeSGLang):
+    """As SGLang with --api-key: 401 everywhere but /health and /metrics without `Authorization: Bearer`."""
+
+    def _authorised(self) -> bool:
+        if self.path in ("/health", "/metrics"):
+            return True
+        if self.headers.get("Authorization") == "Bearer sekret":
+            return True
+        self._send(401, {"error": "Unauthorized"})
+        return False
+
+    def do_GET(self):
+        if self._authorised():
+            super().do_GET()
+
+    def do_POST(self):
+        if self._authorised():
+            super().do_POST()
+
+
+def _serve(handler, *, tls_dir=None):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.calls = []
+    if tls_dir is not None:
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tls_dir / "cert.pem", tls_dir / "key.pem")
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+async def test_api_key_is_sent_as_a_bearer_token():
+    srv = _serve(KeyedSGLang)
+    try:
+        async with SGLangClient(url(srv)) as anonymous:
+            assert await anonymous.health()
+            with pytest.raises(Unauthorized, match="--api-key"):
+                await anonymous.server_info()
+        async with SGLangClient(url(srv), api_key="sekret") as keyed:
+            assert (await keyed.server_info())["speculative_num_steps"] == 3
+            result = await run_benchmark(keyed, ["hello there"], num_prompts=2, concurrency=1, max_tokens=8)
+            assert result.ok == 2 and result.errors == 0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture
+def self_signed(tmp_path):
+    import subprocess
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")],
+                   check=True, capture_output=True, timeout=60)
+    return tmp_path
+
+
+async def test_tls_server_with_verification_off_only_when_asked(self_signed):
+    srv = _serve(FakeSGLang, tls_dir=self_signed)
+    port = srv.server_address[1]
+    try:
+        assert base_url("127.0.0.1", port, tls=True) == f"https://127.0.0.1:{port}"
+        async with SGLangClient(base_url("127.0.0.1", port, tls=True)) as strict:
+            with pytest.raises(ServerUnavailable):
+                await strict.server_info()
+        async with SGLangClient(base_url("127.0.0.1", port, tls=True), verify=False) as lax:
+            assert (await lax.server_info())["speculative_num_steps"] == 3
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_dp_ranks_add_throughput_and_weight_accept_length():
+    info = {"internal_states": [{"avg_spec_accept_length": 2.0, "last_gen_throughput": 100.0},
+                                {"avg_spec_accept_length": 3.0, "last_gen_throughput": 300.0}]}
+    assert rank_stats(info) == [(2.0, 100.0), (3.0, 300.0)]
+    assert aggregate_ranks(rank_stats(info)) == (2.75, 400.0)
+    assert server_accept_length(info) == 2.75
+    assert aggregate_ranks([(2.0, None), (3.0, None)]) == (2.5, None)
+    assert parse_prometheus(PROM).total("sglang:spec_accept_length") == 6.0
+    assert base_url("::1", 30000) == "http://[::1]:30000"

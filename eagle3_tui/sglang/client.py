@@ -44,6 +44,21 @@ class ServerUnavailable(UserError):
     """The server did not answer (connection refused, timeout, 5xx)."""
 
 
+class Unauthorized(UserError):
+    """HTTP 401: the server runs with --api-key and the key was missing or wrong."""
+
+
+def base_url(host: str, port: int, *, tls: bool = False) -> str:
+    """`http://host:port`, or https when the server was started with --ssl-certfile (0.5.12+)."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """SGLang's --api-key check: every endpoint but /health and /metrics wants `Authorization: Bearer KEY`."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 @dataclass(frozen=True)
 class MetricSample:
     name: str
@@ -59,8 +74,16 @@ class Metrics:
 
     def get(self, name: str, default: float | None = None) -> float | None:
         """The value of `name` (mean over label sets, e.g. several TP ranks)."""
-        vals = [s.value for s in self.samples if s.name == name and not math.isnan(s.value)]
+        vals = self._values(name)
         return sum(vals) / len(vals) if vals else default
+
+    def total(self, name: str, default: float | None = None) -> float | None:
+        """The sum of `name` over label sets (throughputs of several DP ranks add up)."""
+        vals = self._values(name)
+        return sum(vals) if vals else default
+
+    def _values(self, name: str) -> list[float]:
+        return [s.value for s in self.samples if s.name == name and not math.isnan(s.value)]
 
     def names(self) -> set[str]:
         return {s.name for s in self.samples}
@@ -200,14 +223,38 @@ def unwrap_server_info(info: Any) -> dict[str, Any]:
 
 
 def server_accept_length(info: Mapping[str, Any]) -> float | None:
-    """`internal_states[0].avg_spec_accept_length` (top level on builds before 2025-05); None if absent."""
-    states = info.get("internal_states")
-    if isinstance(states, list) and states and isinstance(states[0], dict):
-        v = states[0].get("avg_spec_accept_length")
-        if isinstance(v, (int, float)):
-            return float(v)
+    """`avg_spec_accept_length` over the DP ranks' `internal_states` (weighted by each rank's throughput),
+    or the top-level key of builds before 2025-05; None if absent."""
+    ranks = rank_stats(info)
+    if ranks:
+        return aggregate_ranks(ranks)[0]
     v = info.get("avg_spec_accept_length")
     return float(v) if isinstance(v, (int, float)) else None
+
+
+def rank_stats(info: Mapping[str, Any]) -> list[tuple[float | None, float | None]]:
+    """(avg_spec_accept_length, last_gen_throughput) of each `internal_states` entry (one per DP rank)."""
+    states = info.get("internal_states")
+    out: list[tuple[float | None, float | None]] = []
+    for st in states if isinstance(states, list) else []:
+        if not isinstance(st, dict):
+            continue
+        acc, tps = st.get("avg_spec_accept_length"), st.get("last_gen_throughput")
+        out.append((float(acc) if isinstance(acc, (int, float)) else None,
+                    float(tps) if isinstance(tps, (int, float)) else None))
+    return [r for r in out if r[0] is not None or r[1] is not None]
+
+
+def aggregate_ranks(ranks: Sequence[tuple[float | None, float | None]]) -> tuple[float | None, float | None]:
+    """(accept length, tok/s) of a DP server from its ranks' (accept length, tok/s): throughputs add up,
+    the accept length is their throughput-weighted mean (a plain mean when no rank reports tok/s)."""
+    tps = [t for _, t in ranks if t is not None]
+    total = sum(tps) if tps else None
+    weighted = [(a, t) for a, t in ranks if a is not None and t is not None and t > 0]
+    if weighted:
+        return sum(a * t for a, t in weighted) / sum(t for _, t in weighted), total
+    accs = [a for a, _ in ranks if a is not None]
+    return (sum(accs) / len(accs) if accs else None), total
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -270,10 +317,22 @@ def _prompt_of(item: Any) -> str:
 class SGLangClient:
     """Async client for one SGLang server."""
 
-    def __init__(self, base_url: str, *, timeout: float = 60.0, client: httpx.AsyncClient | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+        verify: bool = True,
+    ):
+        """`api_key`: the server's --api-key (sent as a Bearer token); `verify=False` accepts any TLS
+        certificate (only when asked: a self-signed --ssl-certfile)."""
         self.base_url = base_url.rstrip("/")
         self._own = client is None
-        self._http = client or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, trust_env=False)
+        self._headers = auth_headers(api_key)
+        self._http = client or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, trust_env=False,
+                                                 verify=verify)
         self._info_path: str | None = None
 
     async def __aenter__(self) -> SGLangClient:
@@ -288,16 +347,21 @@ class SGLangClient:
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            return await self._http.request(method, self.base_url + path, **kw)
+            r = await self._http.request(method, self.base_url + path, headers=self._headers, **kw)
         except httpx.TimeoutException:
             raise ServerUnavailable(f"the server at {self.base_url} did not answer {path} in time") from None
         except httpx.HTTPError as err:
             raise ServerUnavailable(f"cannot reach the server at {self.base_url} ({type(err).__name__})") from None
+        if r.status_code == 401:
+            given = "a wrong API key" if self._headers else "no API key"
+            raise Unauthorized(f"the server at {self.base_url} answered 401 to {path} with {given}: it runs with "
+                               "--api-key; give the same key")
+        return r
 
     async def health(self, timeout: float = 25.0) -> bool:
         """True when /health answers 200 (it runs a 1-token generate); never raises."""
         try:
-            r = await self._http.get(self.base_url + "/health", timeout=timeout)
+            r = await self._http.get(self.base_url + "/health", timeout=timeout, headers=self._headers)
         except httpx.HTTPError:
             return False
         return r.status_code == 200
