@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.message import Message
 
 from eagle3_tui.ui.jobs import err_text
@@ -28,6 +29,9 @@ from eagle3_tui.ui.themes import (
     load_themes,
     user_theme_dir,
 )
+from eagle3_tui.ui.widgets.config_pane import ConfigPane
+from eagle3_tui.ui.widgets.live_pane import LivePane
+from eagle3_tui.ui.widgets.log_pane import LogPane
 
 if TYPE_CHECKING:
     from eagle3_tui.session import Session
@@ -86,6 +90,10 @@ class Eagle3App(App[int]):
 
     def get_default_screen(self) -> MainScreen:
         return self.main
+
+    def key_owners(self) -> list[type[DOMNode]]:
+        """Every class that declares console keys, in the order help lists them."""
+        return [LogPane, LivePane, ConfigPane, MainScreen, type(self)]
 
     # -- themes ------------------------------------------------------------------------------------
     def _register_themes(self, dirs: list[Path]) -> None:
@@ -173,7 +181,7 @@ class Eagle3App(App[int]):
         from eagle3_tui.ui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.keymap, self.main.readonly))
+            self.push_screen(HelpScreen(self.keymap, self.main.readonly, self.key_owners()))
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         target = Path(path) if path else self.screenshot_dir

@@ -5,25 +5,38 @@ is shown first), so the palette and the key do the same thing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
 
 from eagle3_tui.ui import keys
+from eagle3_tui.ui.screens.main import MainScreen
 
-if TYPE_CHECKING:
-    from eagle3_tui.ui.app import Eagle3App
+
+class ConsoleApp(Protocol):
+    """What the palette reads from the app (the app imports this module, not the other way round)."""
+
+    main: MainScreen
+    keymap: dict[str, str]
+    user_theme_names: set[str]
+    theme: str
+
+    @property
+    def available_themes(self) -> Iterable[str]: ...
+
+    def key_owners(self) -> list[type[DOMNode]]: ...
 
 
 class ConsoleCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
-        app: Eagle3App = self.app  # type: ignore[assignment]
+        app = cast(ConsoleApp, self.app)
         main = app.main
         readonly = main.readonly
         out: list[tuple[str, Callable[[], Any], str]] = []
-        for group, entries in keys.groups():
+        for group, entries in keys.groups(app.key_owners()):
             for k in entries:
                 b = k.binding
                 if b.action == "command_palette" or (readonly and b.action in keys.CHANGING):

@@ -1,11 +1,14 @@
 """Where the console's keys are listed: each binding lives on the widget, screen or app whose action it
 runs (its `BINDINGS`, with an id a profile's keymap rebinds); this module only says in which group
-and order `?` help and the palette list them, and which actions change the host."""
+and order `?` help and the palette list them, and which actions change the host. The owners are given
+by the app (`Eagle3App.key_owners`), so this module imports none of them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from textual.app import App
 from textual.binding import Binding
 from textual.dom import DOMNode
 
@@ -47,32 +50,19 @@ class Key:
     owner: type[DOMNode]
 
 
-def owners() -> list[type[DOMNode]]:
-    """Every class that declares console keys (imported here, when help or the palette first opens)."""
-    from eagle3_tui.ui.app import Eagle3App
-    from eagle3_tui.ui.screens.main import MainScreen
-    from eagle3_tui.ui.widgets.config_pane import ConfigPane
-    from eagle3_tui.ui.widgets.live_pane import LivePane
-    from eagle3_tui.ui.widgets.log_pane import LogPane
-
-    return [LogPane, LivePane, ConfigPane, MainScreen, Eagle3App]
-
-
-def all_keys() -> dict[str, Key]:
-    """Binding id → key, over every owner's BINDINGS (the palette binding included)."""
+def all_keys(owners: Sequence[type[DOMNode]]) -> dict[str, Key]:
+    """Binding id → key, over the owners' BINDINGS (and the palette's own key, which the App holds)."""
     out: dict[str, Key] = {}
-    for owner in owners():
+    for owner in owners:
         for b in owner.BINDINGS:
             if isinstance(b, Binding) and b.id:
                 out[b.id] = Key(b, owner)
-    from eagle3_tui.ui.app import Eagle3App
-
-    out[PALETTE.id or "palette"] = Key(PALETTE, Eagle3App)
+    out[PALETTE.id or "palette"] = Key(PALETTE, App)
     return out
 
 
-def groups() -> list[tuple[str, list[Key]]]:
-    keys = all_keys()
+def groups(owners: Sequence[type[DOMNode]]) -> list[tuple[str, list[Key]]]:
+    keys = all_keys(owners)
     return [(title, [keys[i] for i in ids if i in keys]) for title, ids in HELP_ORDER]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from textual.markup import escape
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from eagle3_tui.doctor.findings import Finding
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.session import ConnView, ServerView, Session
-    from eagle3_tui.sglang.client import BenchResult
     from eagle3_tui.telemetry.metrics import MetricsSummary, Telemetry
 
 # Session time window the live numbers in the status bar average over.
@@ -308,7 +307,17 @@ def bench_progress(done: int, total: int, label: str) -> JobProgress:
 
 
 
-def bench_summary(result: BenchResult) -> str:
+class BenchOutcome(Protocol):
+    """What the toast reads from a benchmark result (the session's `BenchResult`)."""
+
+    baseline: bool
+    output_tps: float
+
+    @property
+    def accept_len(self) -> float | None: ...
+
+
+def bench_summary(result: BenchOutcome) -> str:
     """The toast after a benchmark: kind, tok/s and accept length."""
     kind = "baseline" if result.baseline else "benchmark"
     return f"{kind}: {fmt_num(result.output_tps, 1)} tok/s, accept len {fmt_num(result.accept_len)}"

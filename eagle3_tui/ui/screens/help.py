@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.dom import DOMNode
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -14,9 +16,9 @@ from textual.widgets import Static
 from eagle3_tui.ui import keys
 
 
-def help_markup(keymap: dict[str, str], readonly: bool) -> str:
+def help_markup(keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]]) -> str:
     lines: list[str] = []
-    groups = keys.groups()
+    groups = keys.groups(owners)
     for group, entries in groups:
         lines.append(f"[b $primary]{escape(group)}[/]")
         for k in entries:
@@ -39,16 +41,17 @@ def help_markup(keymap: dict[str, str], readonly: bool) -> str:
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape,q,question_mark,f1", "close", "Close", id="help-close")]
 
-    def __init__(self, keymap: dict[str, str], readonly: bool) -> None:
+    def __init__(self, keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]]) -> None:
         super().__init__()
         self.keymap = keymap
         self.readonly = readonly
+        self.owners = owners
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog", classes="dialog"):
             yield Static("[b]eagle3-tui keys[/b]  (esc closes)", id="help-title")
             with VerticalScroll():
-                yield Static(help_markup(self.keymap, self.readonly), id="help-text")
+                yield Static(help_markup(self.keymap, self.readonly, self.owners), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)
