@@ -200,3 +200,25 @@ def test_no_source_at_all_uses_the_nearest_release_read():
     assert all(n.how == "assumed from version 0.5.6" for n in got.notes)
     assert release_table.nearest("0.5.17.post2") == "0.5.17"
     assert release_table.nearest("0.6.1") == release_table.LATEST
+
+
+def test_target_from_config_reads_text_config_of_multimodal_targets():
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.sglang.installed import target_from_config
+
+    arch, n = target_from_config({"architectures": ["KimiK25ForConditionalGeneration"],
+                                  "text_config": {"num_hidden_layers": 61}})
+    assert (arch.key, n) == ("kimi_k25", 61)
+    assert target_from_config({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36})[1] == 36
+    with pytest.raises(UserError):
+        target_from_config({"architectures": ["FalconForCausalLM"], "num_hidden_layers": 32})
+    with pytest.raises(UserError):
+        target_from_config({"architectures": ["LlamaForCausalLM"]})
+
+
+def test_kimi_k25_delegates_to_deepseek_v3():
+    """kimi_k25.py hands the ids to its DeepseekV3ForCausalLM language model (0.5.10+)."""
+    got = answer(_release("0.5.23"), lookup("kimi-k2.5"), 61, (2, 30, 58))
+    assert got.captures == (2, 30, 58)
+    assert any("hands the ids to its language model DeepseekV3ForCausalLM" in n.detail for n in got.notes)
+    assert answer(_release("0.5.12"), lookup("kimi_k25"), 61, (2, 30, 58)).captures == (3, 31, 59)

@@ -6,7 +6,7 @@ Pure: file texts in, answers out; `gather` fetches just the files needed from an
 """
 
 from eagle3_tui.sglang.installed.answer import Answer, answer
-from eagle3_tui.sglang.installed.archs import ARCHS, Arch, lookup
+from eagle3_tui.sglang.installed.archs import ARCHS, Arch, lookup, target_from_config
 from eagle3_tui.sglang.installed.gather import gather
 from eagle3_tui.sglang.installed.notes import Note
 from eagle3_tui.sglang.installed.release import Release, read_release
@@ -26,4 +26,5 @@ __all__ = [
     "lookup",
     "read_release",
     "read_version",
+    "target_from_config",
 ]

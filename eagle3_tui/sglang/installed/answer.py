@@ -13,8 +13,8 @@ from typing import Any
 
 from eagle3_tui.sglang.installed.archs import Arch
 from eagle3_tui.sglang.installed.evaluate import (
-    CaptureFailure,
     Captured,
+    CaptureFailure,
     embed_id,
     fc_states_for,
     replay,

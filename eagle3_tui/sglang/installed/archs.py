@@ -65,3 +65,19 @@ def lookup(name: str) -> Arch:
             return arch
     known = ", ".join(a.key for a in ARCHS)
     raise UserError(f"unknown target architecture {name!r} (known: {known}, or an HF name like LlamaForCausalLM)")
+
+
+def target_from_config(config: dict) -> tuple[Arch, int]:
+    """(architecture, decoder layer count) of a target's HF config.json; multimodal targets (Kimi-K2.5,
+    Llama 4) keep the layer count in `text_config`. UserError when either is missing or unknown."""
+    names = config.get("architectures")
+    if not isinstance(names, list) or not names or not isinstance(names[0], str):
+        raise UserError("the target config has no architectures list")
+    arch = lookup(names[0])
+    layers = config.get("num_hidden_layers")
+    text = config.get("text_config")
+    if not isinstance(layers, int) and isinstance(text, dict):
+        layers = text.get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < 4:
+        raise UserError(f"the target config ({names[0]}) has no usable num_hidden_layers")
+    return arch, layers
