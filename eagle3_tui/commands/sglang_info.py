@@ -21,15 +21,6 @@ if TYPE_CHECKING:
 
     from eagle3_tui.sglang.installed import Answer, Read
 
-# Run by the host's own Python: where `import sglang` would load from, without importing it.
-FIND_SGLANG = (
-    "import importlib.util, os\n"
-    "s = importlib.util.find_spec('sglang')\n"
-    "locs = list(s.submodule_search_locations or []) if s is not None else []\n"
-    "print(os.path.dirname(s.origin) if s is not None and s.origin else (locs[0] if locs else ''))\n"
-)
-
-
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "sglang-info",
@@ -120,6 +111,7 @@ async def _on_host(args: argparse.Namespace, analyse: Callable[[Read | None], An
     """Find the package with the host's Python and read just the files `analyse` asks for."""
     from eagle3_tui.remote import HostError, LocalHost
     from eagle3_tui.sglang.installed import gather
+    from eagle3_tui.sglang.installed.locate import find_argv, package_dir_from
 
     if args.local:
         host: Any = LocalHost(python=args.python)
@@ -129,9 +121,9 @@ async def _on_host(args: argparse.Namespace, analyse: Callable[[Read | None], An
         host = SSHHost(args.host, accept_new_host_key=args.accept_new_host_key, python=args.python)
     try:
         await host.connect()
-        found = await host.run([args.python, "-c", FIND_SGLANG], timeout=60)
-        root = found.stdout.strip()
-        if not found.ok or not root:
+        found = await host.run(find_argv(args.python), timeout=60)
+        root = package_dir_from(found.stdout) if found.ok else None
+        if root is None:
             where = "this machine" if args.local else args.host
             raise UserError(f"{args.python} on {where} cannot find an sglang package (try --python)")
 

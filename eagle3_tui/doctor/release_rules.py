@@ -67,6 +67,8 @@ def ids_prefill_only(f: Facts) -> Finding | None:
           Evidence(release_name(a), f"prefill captures {wiring.format_boundaries(a.captures)}; every graphed "
                                     f"decode step replays {wiring.format_boundaries(a.captures_cuda_graph)}")]
     ev += evidence(a, [n for n in a.notes if "graph" in n.detail.lower()])
+    ev.append(Evidence("SGLang rule", "batches larger than --cuda-graph-max-bs run eagerly and do get the ids, "
+                                      "so the effect shrinks under heavy load"))
     return Finding(
         IDS_PREFILL_ONLY,
         "error",
