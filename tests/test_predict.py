@@ -83,7 +83,9 @@ def test_batched_pass_matches_the_per_request_algorithm(steps: int, topk: int, d
 def test_parse_config_applies_sglang_rules() -> None:
     assert pr.parse_config("3,4,8") == (3, 4, 8)
     assert pr.parse_config("5/1/16") == (5, 1, 6)  # topk 1: draft tokens = steps + 1
-    assert pr.parse_config("2,2,64") == (2, 2, 7)  # no more than the 2 + 4 nodes proposed, + root
+    assert pr.parse_config("2,2,7") == (2, 2, 7)  # all 2 + 4 nodes proposed, + the root
+    with pytest.raises(ValueError, match="propose only 6 nodes"):
+        pr.parse_config("2,2,8")
     with pytest.raises(ValueError, match="steps,topk,draft_tokens"):
         pr.parse_config("3,4")
     assert pr.normalize_grid([(3, 1, 9), (3, 1, 4), (5, 4, 16)]) == [(3, 1, 4), (5, 4, 16)]

@@ -45,7 +45,10 @@ def parse_config(text: str) -> Config:
         raise ValueError(f"{text!r}: steps and topk must be >= 1 and draft tokens >= 2")
     if topk == 1:
         draft = steps + 1
-    return steps, topk, min(draft, max_draft_tokens(steps, topk) + 1)
+    if draft - 1 > max_draft_tokens(steps, topk):
+        raise ValueError(f"{text!r}: {steps} steps of topk {topk} propose only {max_draft_tokens(steps, topk)} "
+                         f"nodes, fewer than the {draft - 1} draft tokens asked (SGLang fails to start)")
+    return steps, topk, draft
 
 
 def max_draft_tokens(steps: int, topk: int) -> int:

@@ -80,7 +80,11 @@ class TreeBuilder:
 
     def tree(self, root: int, num_draft_tokens: int) -> DraftTree:
         """Select the num_draft_tokens - 1 best nodes and link them into the verify tree."""
-        n = min(num_draft_tokens - 1, len(self.scores))
+        n = num_draft_tokens - 1
+        if n > len(self.scores):
+            # SGLang's torch.topk over the flattened scores fails the same way (the server crashes)
+            raise ValueError(f"selected index k out of range: {n} draft tokens past the root, but {self.steps} "
+                             f"steps of topk {self.topk} propose only {len(self.scores)} nodes")
         selected = sorted(top_indices(self.scores, n))
         # parent_list entries past the second-to-last step belong to no node (organize_draft_results
         # drops the last step's parents): cut them so a lookup past them fails loudly.
