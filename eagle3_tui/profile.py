@@ -227,7 +227,10 @@ def _read_launch(prof: Profile, table: Mapping[str, Any], src: Path) -> None:
         if isinstance(cmd, str):
             import shlex
 
-            cmd = shlex.split(cmd)
+            try:
+                cmd = shlex.split(cmd)
+            except ValueError as err:  # "No closing quotation", "No escaped character"
+                raise _err(src, prof.name, f"launch_command is not valid shell quoting ({err})") from None
         if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
             raise _err(src, prof.name, "launch_command must be a list of strings (or one shell-quoted string)")
         prof.launch_command = list(cmd)
@@ -261,9 +264,13 @@ def read_profiles(path: Path | str | None = None) -> dict[str, Profile]:
             raise UserError(f"profile file {p} does not exist")
         return {}
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"{p} is not UTF-8 text (byte {err.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{p} is not valid TOML: {err}") from None
+    except RecursionError:
+        raise UserError(f"{p} is nested too deeply to read") from None
     except OSError as err:
         raise UserError(f"cannot read {p}: {err.strerror or err}") from None
     out: dict[str, Profile] = {}

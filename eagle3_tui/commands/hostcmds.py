@@ -111,7 +111,10 @@ async def _run(args: argparse.Namespace) -> int:
             "rollback": _rollback,
             "presets": _presets,
         }[args.hostcmd]
-        return await handler(session, args)
+        rc = await handler(session, args)
+        if session.records.problem:
+            print(f"eagle3-tui: warning: {session.records.problem}", file=sys.stderr)
+        return rc
     finally:
         await session.close()
 
@@ -213,17 +216,11 @@ async def _watch(session: Session, args: argparse.Namespace) -> int:
 
 async def _bench(session: Session, args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
-    from eagle3_tui.errors import UserError
+    from eagle3_tui.readers import text_file
     from eagle3_tui.sglang.client import load_prompts
 
-    prompts = None
-    if args.prompts:
-        try:
-            prompts = load_prompts(Path(args.prompts).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise UserError(f"cannot read {args.prompts}: {err.strerror or err}") from None
+    prompts = load_prompts(text_file(args.prompts, "the prompts file")) if args.prompts else None
     r = await session.benchmark(baseline=args.baseline, prompts=prompts, num_prompts=args.num_prompts,
                                 concurrency=args.concurrency, max_tokens=args.max_tokens)
     if args.json:

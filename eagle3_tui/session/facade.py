@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ from eagle3_tui.session.events import (
     SessionEvent,
 )
 from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, build_facts
+from eagle3_tui.session.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.logfeed import LogFeed
 from eagle3_tui.session.monitor import ServerMonitor
 from eagle3_tui.session.presets import (
@@ -97,6 +98,8 @@ class Session:
         self.telemetry = Telemetry()
         self.telemetry.baseline_tps = profile.baseline_tps
         self.findings: list[Finding] = []
+        self.input_problems: list[Finding] = []
+        """Findings about inputs that could not be read (session/inputs.py), shown before the doctor's."""
         self.check: CheckReport | None = None
         self.facts: Facts | None = None
         self.servers: list[ServerProcess] = []
@@ -282,8 +285,12 @@ class Session:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
         try:
             self.target = await read_target(self.host, self._spec, self.profile)
+            self.input_problems = await input_findings(self.host, self.target, self.profile,
+                                                       self.target.checkpoint_path)
         except UserError as err:
             self.views.notice(str(err), "warning")
+        if any(f.rule_id == "draft-config-malformed" for f in self.input_problems):
+            self.target.draft_text = None  # said by its finding; no rule or preset reads it as a config
         self._update_served()
 
     # ------------------------------------------------------------ HTTP and polling
@@ -331,7 +338,7 @@ class Session:
         from eagle3_tui.doctor import diagnose
 
         self.facts = build_facts(self.facts_snapshot())
-        findings = list(diagnose(self.facts))
+        findings = [*self.input_problems, *diagnose(self.facts)]
         changed = findings != self.findings
         self.findings = findings
         if changed or not quiet:
@@ -355,7 +362,11 @@ class Session:
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")
-        before = await self.host.read_text(path)
+        raw = await self.host.read_bytes(path)
+        why = draft_config_problem(path, raw)
+        if why is not None:
+            raise UserError(f"preset {preset.name!r} cannot be applied: {why}")
+        before = raw.decode("utf-8")
         self.target.draft_text = before
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
                            embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux)
@@ -432,6 +443,20 @@ class Session:
         self._check_port(self._spec)
         self.restarter.begin()
         await self._restart(reason="restart")
+
+    async def relaunch(self, argv: Sequence[str], *, reason: str) -> None:
+        """Restart with `argv` as the launch command, through the one restart path, without an undo
+        record: the flag sweep keeps one record (its first change) for all its steps and restores
+        through `rollback`."""
+        self._check_writable("restart the server")
+        self.restarter.check_idle()
+        if self._spec is None:
+            raise UserError("no server to restart: none was found and the profile has no launch command")
+        self.restarter.begin()
+        self._spec = self._spec.with_argv(tuple(argv))
+        self.store.save_launch(self._spec)
+        self._update_served()
+        await self._restart(reason=reason)
 
     def _check_port(self, spec: LaunchSpec) -> None:
         """Refuse to relaunch a remembered command on another port than the profile asks for."""

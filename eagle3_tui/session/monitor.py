@@ -73,6 +73,8 @@ class ServerMonitor:
         self._reread_facts = reread_facts
         self._refresh_findings = refresh_findings
         self.server_info: dict[str, Any] | None = None
+        self.poll_error: str | None = None
+        """Why the last /server_info read failed (None: it was read)."""
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read into the server view."""
@@ -104,12 +106,20 @@ class ServerMonitor:
             if server.state == "ready":
                 try:
                     await self.poll_server_info()
-                except UserError:
+                except UserError as err:
+                    self._bad_answer(str(err))
                     await self._check_still_running()
                     raise
+                self._bad_answer(None)
             elif server.state == "starting" and server.pgid and await (await self._client()).health(timeout=10):
                 self._views.set_state("ready")
                 await self.poll_server_info()
+
+    def _bad_answer(self, why: str | None) -> None:
+        """A /server_info answer that cannot be read is said once (a warning) and polling goes on."""
+        if why is not None and why != self.poll_error:
+            self._views.notice(f"/server_info: {why}; still polling", "warning")
+        self.poll_error = why
 
     async def _check_still_running(self) -> None:
         """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""

@@ -56,6 +56,8 @@ class Records:
         self._host_name = host_name
         self._views = views
         self._ledger: Ledger | None = None
+        self.problem: str | None = None
+        """Why the last row could not be written (None: every row was)."""
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
@@ -70,8 +72,11 @@ class Records:
     def record(self, kind: str, config: dict[str, Any], results: dict[str, Any], note: str = "") -> None:
         try:
             self.ledger().record(kind, self._host_name, config, results, note)
-        except Exception as err:  # the ledger must never break a restart
-            self._views.notice(f"could not write the ledger: {err}", "warning")
+        except Exception as err:  # the ledger must never break a restart, but a lost row is said
+            where = getattr(self._ledger, "path", None)
+            self.problem = (f"the ledger{' ' + str(where) if where else ''} could not be written "
+                            f"({type(err).__name__}: {err}): this {kind} run is not recorded")
+            self._views.notice(self.problem, "warning")
             return
         self._views.emit(LedgerChanged())
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.readers import kind_of, parse_json, sub_object
 
 # Built-in benchmark prompts: short, varied, plain English (the sim's tokenizer and real models alike).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -375,7 +376,7 @@ class SGLangClient:
             if r.status_code == 200:
                 self._info_path = path
                 try:
-                    return unwrap_server_info(r.json())
+                    return unwrap_server_info(parse_json(r.content, f"the server's {path} answer"))
                 except json.JSONDecodeError:
                     raise UserError(f"the server's {path} answer is not JSON") from None
             last = r.status_code
@@ -411,12 +412,14 @@ class SGLangClient:
         if r.status_code != 200:
             raise ServerUnavailable(f"/generate answered HTTP {r.status_code}: {r.text[:200].strip()}")
         try:
-            data = r.json()
+            data = parse_json(r.content, "the server's /generate answer")
         except json.JSONDecodeError:
             raise UserError("the server's /generate answer is not JSON") from None
         if isinstance(data, list):
             data = data[0] if data else {}
-        meta = data.get("meta_info") or {}
+        if not isinstance(data, dict):
+            raise UserError(f"the server's /generate answer is a JSON {kind_of(data)}, not an object")
+        meta = sub_object(data, "meta_info", "the server's /generate answer")
         ct = meta.get("completion_tokens")
         return GenerateResult(
             text=str(data.get("text", "")),
