@@ -79,6 +79,7 @@ def test_local_finds_the_package_with_the_hosts_python(pkgs, capsys, monkeypatch
     (["--sglang-dir", "{pkg}", "--arch", "falcon", "--num-layers", "32"], "unknown target architecture"),
     (["--sglang-dir", "{pkg}", "--arch", "llama", "--num-layers", "32", "--layer-ids", "2,x,5"], "not a list of integer"),
     (["--sglang-dir", "{pkg}", "--arch", "llama"], "needs --arch and --num-layers"),
+    (["--sglang-dir", "{pkg}", "--target-config", "{tmp}/none.json"], "cannot read the target config"),
     (["--arch", "llama", "--num-layers", "32"], "exactly one of"),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(pkgs, capsys, tmp_path, extra, words):
@@ -86,3 +87,16 @@ def test_bad_input_is_one_sentence_and_exit_2(pkgs, capsys, tmp_path, extra, wor
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+def test_target_and_draft_configs_give_arch_layers_and_ids(pkgs, capsys, tmp_path):
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                  "text_config": {"num_hidden_layers": 61}}))
+    draft = tmp_path / "draft.json"
+    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
+                                 "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}))
+    out = _json(capsys, ["sglang-info", "--sglang-dir", str(pkgs["0.5.23"]), "--target-config", str(target),
+                         "--draft-config", str(draft), "--json"])
+    assert (out["arch"], out["num_layers"], out["layer_ids"]) == ("KimiK25ForConditionalGeneration", 61, [2, 30, 58])
+    assert out["captures"] == [2, 30, 58]

@@ -19,7 +19,7 @@ from eagle3_tui.errors import UserError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from eagle3_tui.sglang.installed import Answer, Read
+    from eagle3_tui.sglang.installed import Answer, Arch, Read
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
@@ -40,6 +40,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                                                   "kimi_k25, glm4_moe, gpt_oss, llama4, ... or an HF name")
     p.add_argument("--num-layers", metavar="N", type=_positive, help="the target's num_hidden_layers")
     p.add_argument("--layer-ids", metavar="IDS", help="e.g. 2,30,58 or =-1,2,30; 'none' for no id key")
+    p.add_argument("--target-config", metavar="FILE", help="a local target config.json: gives --arch and --num-layers")
+    p.add_argument("--draft-config", metavar="FILE", help="a local draft config.json: gives --layer-ids")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 
@@ -67,15 +69,13 @@ def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_tui.sglang.installed import answer, lookup, read_release
+    from eagle3_tui.sglang.installed import answer, read_release
 
-    if args.arch is None or args.num_layers is None:
-        raise UserError("sglang-info needs --arch and --num-layers (the served target's are not discovered yet)")
-    arch = lookup(args.arch)
-    ids = parse_layer_ids(args.layer_ids)
+    arch, num_layers = _target(args)
+    ids = _draft_ids(args)
 
     def analyse(read: Read | None) -> Answer:
-        return answer(read_release(read, version=args.sglang_version), arch, args.num_layers, ids)
+        return answer(read_release(read, version=args.sglang_version), arch, num_layers, ids)
 
     got = evaluate(args, analyse)
     if args.json:
@@ -84,6 +84,43 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(got))
     return 0
+
+
+def _read_json(path: str, what: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UserError(f"cannot read the {what} {path}: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"the {what} {path} is not valid JSON (line {err.lineno})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"the {what} {path} is not a JSON object")
+    return data
+
+
+def _target(args: argparse.Namespace) -> tuple[Arch, int]:
+    """--arch/--num-layers, else what --target-config says (the flags win)."""
+    from eagle3_tui.sglang.installed import lookup, target_from_config
+
+    if args.target_config is not None:
+        arch, layers = target_from_config(_read_json(args.target_config, "target config"))
+        return (lookup(args.arch) if args.arch else arch), (args.num_layers or layers)
+    if args.arch is None or args.num_layers is None:
+        raise UserError("sglang-info needs --arch and --num-layers, or --target-config (the served target's "
+                        "are not discovered yet)")
+    return lookup(args.arch), args.num_layers
+
+
+def _draft_ids(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """--layer-ids, else the ids SGLang reads from --draft-config (eagle_config only), else no id key."""
+    if args.layer_ids is not None or args.draft_config is None:
+        return parse_layer_ids(args.layer_ids)
+    from eagle3_tui.eagle.draft_config import DraftConfig
+
+    data = _read_json(args.draft_config, "draft config")
+    return DraftConfig.parse(json.dumps(data), source=args.draft_config).sglang_layer_ids
 
 
 def evaluate(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
