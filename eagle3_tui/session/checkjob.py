@@ -18,6 +18,7 @@ from typing import Any
 from eagle3_tui.eagle.accuracy import CheckReport
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
+from eagle3_tui.session.leftovers import remove_leftovers
 
 # the files accuracy.py needs beside it (each imports its siblings as plain modules there)
 SCRIPT_FILES: tuple[str, ...] = (
@@ -178,6 +179,7 @@ async def run_check(
     options = _with_profile_names(options)
     await _precheck(host, py)
     tmp = await _make_temp(host, py)
+    await remove_leftovers(host, keep=tmp)  # folders of jobs killed before they could clean up
     try:
         for name, data in script_sources().items():
             await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
