@@ -144,3 +144,14 @@ def test_installed_for_other_ids_is_not_used():
     f = facts("0.5.23", "deepseek_v3", 61, [2, 30, 58])
     f.draft_config = draft([1, 29, 57])
     assert RR.installed_for_ids(f) is None
+
+
+def test_wiring_fix_names_the_ids_the_release_needs():
+    """The story's training wiring [embed, h3, h31] on Kimi-K2.5: -1-based ids and the patch on 0.5.12
+    (kimi_k25.py -> deepseek_v2.py, +1), verbatim ids [0, 3, 31] and no patch on 0.5.23."""
+    old = facts("0.5.12", "kimi_k25", 61, [2, 30, 58], data_slot_boundaries=(0, 3, 31, 59))
+    fix = {x.rule_id: x for x in diagnose(old)}[R.WIRING_MISMATCH].fix
+    assert "[-1, 2, 30]" in fix and "embed-capture patch" in fix
+    new = facts("0.5.23", "kimi_k25", 61, [2, 30, 58], data_slot_boundaries=(0, 3, 31, 59))
+    fix = {x.rule_id: x for x in diagnose(new)}[R.WIRING_MISMATCH].fix
+    assert "[0, 3, 31]" in fix and "patch" not in fix

@@ -222,3 +222,15 @@ def test_kimi_k25_delegates_to_deepseek_v3():
     assert got.captures == (2, 30, 58)
     assert any("hands the ids to its language model DeepseekV3ForCausalLM" in n.detail for n in got.notes)
     assert answer(_release("0.5.12"), lookup("kimi_k25"), 61, (2, 30, 58)).captures == (3, 31, 59)
+
+
+def test_ids_for_boundaries_follow_the_release():
+    """The ids to write for a wanted wiring: -1-based where SGLang adds 1, verbatim where it does not."""
+    ds_new = answer(_release("0.5.23"), lookup("deepseek_v3"), 61, None)
+    assert ds_new.ids_for((0, 3, 31)) == (0, 3, 31)
+    assert ds_new.ids_for((2, 30, 58)) == (1, 29, 57)
+    assert ds_new.ids_for((3, 31, 59)) == (3, 31, 59)
+    ds_old = answer(_release("0.5.6"), lookup("deepseek_v3"), 61, None)
+    assert ds_old.ids_for((3, 31, 59)) == (2, 30, 58)
+    assert ds_old.ids_for((0, 3, 31)) is None  # needs the patch
+    assert answer(_release("0.5.6"), lookup("qwen3"), 36, None).ids_for((0, 3, 18)) == (-1, 2, 17)

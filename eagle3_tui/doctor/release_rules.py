@@ -39,6 +39,19 @@ def installed_for_ids(f: Facts) -> Answer | None:
     return a
 
 
+def ids_for(f: Facts, boundaries: Sequence[int]) -> tuple[tuple[int, ...], bool]:
+    """(ids to write, whether they also need the embed-capture patch) for these boundaries on the installed
+    release; SGLang's +1 counting when the release is unknown."""
+    a = f.installed
+    fallback = wiring.boundaries_to_sglang_ids(sorted(boundaries))
+    if a is None or a.release is None or (f.target_num_layers not in (None, a.num_layers)):
+        return fallback, 0 in boundaries
+    got = a.ids_for(boundaries)
+    if got is not None:
+        return got, False
+    return fallback, 0 in boundaries
+
+
 def release_name(a: Answer) -> str:
     return f"SGLang {a.version or '(unknown release)'}"
 

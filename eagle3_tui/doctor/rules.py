@@ -459,14 +459,16 @@ def wiring_mismatch(f: Facts) -> Finding | None:
     (tb, how_t), (sb, how_s) = trained, served
     if tuple(sorted(tb)) == tuple(sorted(sb)):
         return None
-    ids = wiring.boundaries_to_sglang_ids(sorted(tb))
+    ids, needs_patch = rel.ids_for(f, tb)
     ev = [
         Evidence(f.data_source or "training data", f"slots hold boundaries {_b(f.data_slot_boundaries)}; "
                                                    f"the trainer fed {_b(tb)} ({how_t})"),
         Evidence(_config_source(f) if f.draft_config is not None else "server", f"served: {_b(sb)} ({how_s})"),
     ]
+    if f.installed is not None and not needs_patch:
+        ev.append(Evidence(rel.release_name(f.installed), f"captures {_b(sorted(tb))} for ids {_ids(ids)}"))
     patch = ""
-    if 0 in tb:
+    if needs_patch:
         patch = " with the embed-capture patch"
         if f.embed_capture_supported is False:
             ev.append(Evidence("server model file", f.embed_capture_evidence or "no embedding capture for id -1"))

@@ -8,7 +8,7 @@ fed to the draft's fc (ascending).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_tui.sglang.installed.archs import Arch
@@ -54,6 +54,24 @@ class Answer:
     auto_spec: Triple | None
     log_stream: str
     notes: tuple[Note, ...]
+    release: Release | None = field(default=None, compare=False, repr=False)
+
+    def evaluate(self, layer_ids: Sequence[int] | None) -> Answer:
+        """The same release and target with other ids."""
+        if self.release is None:
+            raise ValueError("this answer was built without its release")
+        return answer(self.release, self.arch, self.num_layers, layer_ids)
+
+    def ids_for(self, boundaries: Sequence[int]) -> tuple[int, ...] | None:
+        """The draft-config ids whose prefill captures exactly `boundaries` (fc order) on this release without
+        failing; None when no id list does (the embedding without the patch). Graphed decode can still replay
+        the default before 0.5.11: `evaluate(ids).prefill_only` says so."""
+        want = tuple(sorted(set(int(b) for b in boundaries)))
+        for cand in (tuple(b - 1 for b in want), want):
+            got = self.evaluate(cand)
+            if got.fails is None and got.captures == want:
+                return cand
+        return None
 
     @property
     def prefill_only(self) -> bool:
@@ -136,4 +154,5 @@ def answer(release: Release, arch: Arch, num_layers: int, layer_ids: Sequence[in
         auto_spec=release.spec.auto_spec(arch.architecture) if release.spec.has_eagle3 else None,
         log_stream=release.log_stream,
         notes=notes,
+        release=release,
     )
