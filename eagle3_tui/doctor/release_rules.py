@@ -43,7 +43,7 @@ def ids_for(f: Facts, boundaries: Sequence[int]) -> tuple[tuple[int, ...], bool]
     """(ids to write, whether they also need the embed-capture patch) for these boundaries on the installed
     release; SGLang's +1 counting when the release is unknown."""
     a = f.installed
-    fallback = wiring.boundaries_to_sglang_ids(sorted(boundaries))
+    fallback = wiring.boundaries_to_sglang_ids(boundaries)
     if a is None or a.release is None or (f.target_num_layers not in (None, a.num_layers)):
         return fallback, 0 in boundaries
     got = a.ids_for(boundaries)

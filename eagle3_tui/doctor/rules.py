@@ -182,12 +182,13 @@ def config_key_ignored(f: Facts) -> Finding | None:
     ev: list[Evidence] = []
     severity = "error"
     fix_ids: tuple[int, ...] | None = None
+    needs_patch = False
     if c.top_level_layer_ids is not None:
         top = c.top_level_layer_ids
         ev.append(Evidence(src, f"top-level eagle_aux_hidden_state_layer_ids = {_ids(top)} (vLLM/speculators style)"))
         ev.append(Evidence(src, f"no {IDS_PATH}: SGLang reads only that key and falls back to its default"))
         meant = wiring.ids_to_boundaries("vllm", top)
-        fix_ids = wiring.boundaries_to_sglang_ids(meant)
+        fix_ids, needs_patch = rel.ids_for(f, meant)
         n = f.target_num_layers
         if n is not None:
             default = wiring.sglang_default_boundaries(n)
@@ -200,8 +201,8 @@ def config_key_ignored(f: Facts) -> Finding | None:
     if severity == "info":
         title = "the draft's layer ids are top-level (ignored by SGLang), but they equal SGLang's default"
     if fix_ids is not None:
-        patch = " with the embed-capture patch for -1" if -1 in fix_ids else ""
-        fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries in SGLang's +1 counting)"
+        patch = " with the embed-capture patch for -1" if needs_patch else ""
+        fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries as SGLang counts them)"
                f"{patch}, or apply a preset.")
     else:
         fix = f"Write the ids as a list of integers under {IDS_PATH}, or apply a preset."
@@ -233,7 +234,7 @@ def explicit_default_shift(f: Facts) -> Finding | None:
             Evidence("SGLang versions", "from 0.5.13 deepseek_v2.py and glm4_moe_lite.py skip the +1 when the "
                                         "first id is not 1; check the deployed release (eagle3-tui sglang-info)"),
         ]
-    want_ids = wiring.boundaries_to_sglang_ids(default)
+    want_ids, _ = rel.ids_for(f, default)
     return Finding(
         EXPLICIT_DEFAULT_SHIFT,
         "warning",
@@ -459,7 +460,7 @@ def wiring_mismatch(f: Facts) -> Finding | None:
     (tb, how_t), (sb, how_s) = trained, served
     if tuple(sorted(tb)) == tuple(sorted(sb)):
         return None
-    ids, needs_patch = rel.ids_for(f, tb)
+    ids, needs_patch = rel.ids_for(f, sorted(tb))
     ev = [
         Evidence(f.data_source or "training data", f"slots hold boundaries {_b(f.data_slot_boundaries)}; "
                                                    f"the trainer fed {_b(tb)} ({how_t})"),
