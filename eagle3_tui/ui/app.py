@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
@@ -211,7 +212,7 @@ class Eagle3App(App[int]):
     def _on_signal(self) -> None:
         self.run_worker(self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
-    def _on_sighup(self, signum: int, frame: Any) -> None:
+    def _on_sighup(self, signum: int, frame: FrameType | None) -> None:
         """The terminal is gone. Textual's loop may already be stuck writing to the dead tty, so the
         way out runs in a thread: the lifecycle's emergency stop (the demo's server), its cleanup,
         then exit."""

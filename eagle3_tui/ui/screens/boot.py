@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.screen import Screen
@@ -12,7 +13,7 @@ from textual.widgets import Label, LoadingIndicator, Log
 
 
 class BootScreen(Screen[None]):
-    BINDINGS: ClassVar[list[Any]] = [("q,ctrl+q", "app.quit", "Quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [("q,ctrl+q", "app.quit", "Quit")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="boot"):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.dom import DOMNode
 from textual.markup import escape
@@ -39,7 +39,7 @@ def help_markup(keymap: dict[str, str], readonly: bool, owners: Sequence[type[DO
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[Any]] = [Binding("escape,q,question_mark,f1", "close", "Close", id="help-close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "close", "Close", id="help-close")]
 
     def __init__(self, keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]]) -> None:
         super().__init__()

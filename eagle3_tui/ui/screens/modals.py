@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.markup import escape
@@ -15,6 +15,8 @@ from textual.widgets import Button, Label, Static
 from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.ui.format import fmt_duration, fmt_flags, fmt_ids
 
+if TYPE_CHECKING:
+    from eagle3_tui.session import ApplyPlan
 
 def diff_content(diff: str) -> Content:
     """Colour a unified diff: additions good, removals bad, hunk headers muted (no markup parsing:
@@ -40,12 +42,12 @@ def diff_content(diff: str) -> Content:
 class DiffModal(ModalScreen[bool]):
     """Shows what applying a preset changes and that the server restarts; dismisses True to apply."""
 
-    BINDINGS: ClassVar[list[Any]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Apply and restart", id="diff-confirm"),
         Binding("n,escape", "cancel", "Cancel", id="diff-cancel"),
     ]
 
-    def __init__(self, plan: Any, *, deadline_s: float | None = None) -> None:
+    def __init__(self, plan: ApplyPlan, *, deadline_s: float | None = None) -> None:
         super().__init__()
         self.plan = plan
         self.deadline_s = deadline_s
@@ -104,7 +106,7 @@ class DiffModal(ModalScreen[bool]):
 class ConfirmModal(ModalScreen[bool]):
     """A yes/no question for destructive or interrupting actions."""
 
-    BINDINGS: ClassVar[list[Any]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "yes", "Yes", id="confirm-yes"),
         Binding("n,escape", "no", "No", id="confirm-no"),
     ]
