@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "replay",
     "check",
     "hostcmds",
+    "sweep",
     "ledger",
     "sglang_info",
 )

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.commands.sweep import format_predictions, prediction_grid
 from eagle3_tui.errors import UserError
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward batch")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--remote-python", metavar="PATH", help="the host's Python with torch and safetensors")
+    p.add_argument("--predict", action="append", default=[], metavar="S,K,D",
+                   help="predict the accept length for steps,topk,draft_tokens (repeatable; default: the "
+                        "served flags and a small standard grid; 'none' for no prediction)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -96,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--samples and --steps must be positive")
     options = dict(target=target, wirings=list(args.wiring), samples=args.samples, steps=args.steps,
                    device=args.device, dtype=args.dtype, data_slots=slots, num_layers=args.num_layers,
-                   labels=args.labels, batch_tokens=args.batch_tokens, threads=args.threads)
+                   labels=args.labels, batch_tokens=args.batch_tokens, threads=args.threads,
+                   predict=prediction_grid(args.predict, profile.launch_command if profile else None))
     show = _Progress(enabled=not args.json and sys.stderr.isatty())
     if profile is not None and not profile.local:
         import asyncio
@@ -207,6 +212,7 @@ def format_report(report: CheckReport) -> str:
     if best is not None:
         lines.append(f"best: {best.name} ({format_boundaries(best.boundaries)}), top-1 {_pct(best.top1)}, "
                      f"predicted accept length {best.predicted_accept_len:.2f}")
+    lines.extend(format_predictions(report))
     if report.probe:
         lines.append("")
         lines.append("hidden-state slots (mean L2 norm):")

@@ -71,6 +71,7 @@ def check_argv(
     labels: str = "auto",
     batch_tokens: int | None = None,
     threads: int | None = None,
+    predict: Sequence[Sequence[int]] = (),
 ) -> list[str]:
     """The command line on the host; every value is one argv element (data, never shell text)."""
     argv = [python, "-u", f"{script_dir}/accuracy.py", "--no-stdin-watch",
@@ -88,6 +89,8 @@ def check_argv(
         argv += ["--batch-tokens", str(int(batch_tokens))]
     if threads is not None:
         argv += ["--threads", str(int(threads))]
+    for cfg in predict:  # (steps, topk, draft tokens)
+        argv += ["--predict", ",".join(str(int(x)) for x in cfg)]
     return argv
 
 

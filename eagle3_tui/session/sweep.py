@@ -1,0 +1,199 @@
+"""The flag sweep: each (steps, topk, draft tokens) served in turn through the one restart path, a
+short benchmark each, a ledger row each with its prediction, and the starting launch command back at
+the end, also when a configuration fails to start, when a step raises, or when the sweep is stopped
+or cancelled.
+
+The first change goes through `Session.apply` (one write-ahead undo record holding the starting
+argv); later steps relaunch without records; the end is `Session.rollback`, which restores that argv
+exactly. A sweep cut off by a crash of this process leaves the record, so a later rollback still
+restores the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle3_tui.errors import UserError
+from eagle3_tui.profile import Preset
+from eagle3_tui.session.events import ReadOnlyError
+from eagle3_tui.session.presets import plan_flags, set_flags
+from eagle3_tui.session.restart import RestartFailed
+from eagle3_tui.sglang import launch
+
+Config = tuple[int, int, int]
+
+SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
+
+def served_config(argv: Sequence[str] | None, target_arch: str | None = None) -> Config | None:
+    """(steps, topk, draft tokens) SGLang runs for this launch command (its auto-choice and topk-1
+    rule applied); None without speculation or a launch command."""
+    if not argv:
+        return None
+    try:
+        eff = launch.effective(launch.parse_launch(argv), target_arch=target_arch)
+    except (UserError, ValueError):
+        return None
+    if not eff.speculative or eff.error or None in (eff.steps, eff.topk, eff.draft_tokens):
+        return None
+    return int(eff.steps or 0), int(eff.topk or 0), int(eff.draft_tokens or 0)
+
+
+def prediction_for(report: Any, cfg: Config, boundaries: Sequence[int] | None = None) -> float | None:
+    """The check's predicted accept length for `cfg`: on the served boundaries when given and
+    predicted, else on the first wiring predicted (the check's best)."""
+    rows = [r for r in getattr(report, "predictions", None) or []
+            if (r.get("steps"), r.get("topk"), r.get("draft_tokens")) == tuple(cfg) and r.get("accept_len") is not None]
+    if boundaries is not None:
+        hit = [r for r in rows if r.get("boundaries") == list(boundaries)]
+        rows = hit or rows
+    return float(rows[0]["accept_len"]) if rows else None
+
+
+def order_configs(grid: Sequence[Config], predicted: Callable[[Config], float | None]) -> list[Config]:
+    """Predicted best first; configurations without a prediction after, in the order given."""
+    seen: list[Config] = []
+    for c in grid:
+        if tuple(c) not in seen:
+            seen.append((int(c[0]), int(c[1]), int(c[2])))
+    known = sorted((c for c in seen if predicted(c) is not None), key=lambda c: -(predicted(c) or 0.0))
+    return known + [c for c in seen if predicted(c) is None]
+
+
+async def _whole(restart: Any) -> None:
+    """Run a restart to its end even when the sweep is cancelled meanwhile (a restart cut in the middle
+    can leave a half-started server holding the port), then let the cancel through."""
+    task = asyncio.ensure_future(restart)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
+
+
+@dataclass(frozen=True)
+class SweepStep:
+    config: Config
+    predicted: float | None
+    accept_len: float | None = None
+    tok_s: float | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        s, k, d = self.config
+        return {"steps": s, "topk": k, "draft_tokens": d, "predicted_accept_len": self.predicted,
+                "accept_len": self.accept_len, "tok_s": self.tok_s, "error": self.error,
+                "seconds": round(self.seconds, 2)}
+
+
+@dataclass
+class SweepResult:
+    start_argv: list[str]
+    steps: list[SweepStep] = field(default_factory=list)
+    restored: bool = False
+    stopped: bool = False
+    restore_error: str | None = None
+
+
+Progress = Callable[[int, int, SweepStep | None, float | None], None]  # done, total, last step, eta s
+
+
+class Sweep:
+    """One sweep over `grid` on an attached session (construct, then `await run()`; `stop()` ends it
+    after the current step)."""
+
+    def __init__(self, session: Any, grid: Sequence[Config], *, bench: dict[str, Any] | None = None,
+                 report: Any = None, limit: int | None = None, on_progress: Progress | None = None) -> None:
+        self.session = session
+        self.report = report if report is not None else getattr(session, "check", None)
+        served = getattr(session.server, "boundaries", None)
+        self.boundaries = list(served) if served else None
+        self.configs = order_configs(grid, lambda c: prediction_for(self.report, c, self.boundaries))
+        if limit is not None:
+            self.configs = self.configs[: max(0, limit)]
+        self.bench = dict(bench or {"num_prompts": 8, "concurrency": 4, "max_tokens": 64})
+        self.on_progress = on_progress or (lambda *a: None)
+        self._stop = False
+        self._applied: str | None = None  # the preset name of the sweep's one undo record
+
+    def stop(self) -> None:
+        self._stop = True
+
+    async def run(self) -> SweepResult:
+        spec = self.session.spec
+        if spec is None:
+            raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
+        if getattr(self.session, "readonly", False):
+            raise ReadOnlyError("read-only: a flag sweep restarts the server")
+        self.session.restarter.check_idle()
+        result = SweepResult(list(spec.argv))
+        recorded = False  # the one undo record (holding the start argv) exists
+        t0 = time.monotonic()
+        try:
+            for i, cfg in enumerate(self.configs):
+                if self._stop:
+                    result.stopped = True
+                    break
+                step, made = await self._one(cfg, result.start_argv, first=not recorded)
+                recorded = recorded or made
+                result.steps.append(step)
+                self._record(step, i)
+                done = i + 1
+                eta = (time.monotonic() - t0) / done * (len(self.configs) - done)
+                self.on_progress(done, len(self.configs), step, eta)
+        finally:
+            await asyncio.shield(self._restore(result, recorded))
+        return result
+
+    async def _one(self, cfg: Config, start: list[str], *, first: bool) -> tuple[SweepStep, bool]:
+        """Serve `cfg` and benchmark it. Returns (the step, whether the sweep's undo record now exists)."""
+        s, k, d = cfg
+        flags = dict(zip(SWEEP_FLAGS, (s, k, d), strict=True))
+        predicted = prediction_for(self.report, cfg, self.boundaries)
+        t0 = time.monotonic()
+        name = f"sweep {s}/{k}/{d}"
+        try:
+            if first:
+                preset = Preset(name, "flags", flags=flags, description="flag sweep")
+                plan = plan_flags(preset, argv=start, target_arch=getattr(self.session.target, "arch", None))
+                if plan.problems:
+                    return SweepStep(cfg, predicted, error=plan.problems[0]), False
+                self._applied = name
+                await _whole(self.session.apply(plan))
+            else:
+                await _whole(self.session.relaunch(set_flags(start, flags), reason=name))
+            bench = await self.session.benchmark(**self.bench)
+        except (RestartFailed, UserError) as err:
+            # apply writes its record before it restarts: a failed start still leaves it
+            made = not first or self.session.can_rollback() == name
+            return SweepStep(cfg, predicted, error=str(err), seconds=time.monotonic() - t0), made
+        return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps,
+                         seconds=time.monotonic() - t0), True
+
+    def _record(self, step: SweepStep, index: int) -> None:
+        s, k, d = step.config
+        note = f"sweep {index + 1}/{len(self.configs)}: steps {s}, topk {k}, draft {d}"
+        if step.error:
+            note += " (failed)"
+        with contextlib.suppress(Exception):
+            self.session.records.record("sweep", self.session.config_snapshot(), step.to_dict(), note)
+
+    async def _restore(self, result: SweepResult, recorded: bool) -> None:
+        """Back to the start argv: the rollback pops the sweep's record and relaunches it."""
+        try:
+            # a cancel inside apply leaves the record without `_one` returning
+            if recorded or (self._applied is not None and self.session.can_rollback() == self._applied):
+                await self.session.rollback()
+            result.restored = list(self.session.spec.argv) == result.start_argv
+            if not result.restored:
+                await self.session.relaunch(result.start_argv, reason="sweep: restore")
+                result.restored = list(self.session.spec.argv) == result.start_argv
+        except (RestartFailed, UserError) as err:
+            result.restore_error = str(err)

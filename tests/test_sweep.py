@@ -1,0 +1,133 @@
+"""The flag sweep through LocalHost against the real sim server: three configurations served in turn
+(one made to fail: more draft tokens than its tree proposes, which crashes the server at warm-up as
+SGLang's topk does), the predicted best first, a ledger row each with its prediction, and the starting
+launch command and draft config restored byte for byte; a cancelled sweep restores too."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.session import Session
+from eagle3_tui.session.sweep import Sweep, order_configs, prediction_for, served_config
+from tests.test_session_e2e import _profile, _stop
+
+pytestmark = pytest.mark.slow
+
+BENCH = {"num_prompts": 2, "concurrency": 2, "max_tokens": 16}
+FAILS = (1, 2, 8)  # 1 step of topk 2 proposes 2 nodes, not 7
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.predictions = [
+            {"steps": 3, "topk": 1, "draft_tokens": 4, "accept_len": 2.7, "boundaries": [2, 6, 9]},
+            {"steps": 3, "topk": 4, "draft_tokens": 8, "accept_len": 3.2, "boundaries": [2, 6, 9]},
+        ]
+
+
+@pytest.fixture
+def ledger_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "data"
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(d))
+    return d
+
+
+def test_served_config_and_order() -> None:
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16"]
+    assert served_config(argv) == (3, 1, 4)
+    assert served_config(argv[:5]) is None
+    assert prediction_for(_Report(), (3, 4, 8)) == 3.2
+    assert prediction_for(_Report(), (5, 4, 16)) is None
+    order = order_configs([(3, 1, 4), FAILS, (3, 4, 8)], lambda c: prediction_for(_Report(), c))
+    assert order == [(3, 4, 8), (3, 1, 4), FAILS]
+
+
+async def _sweep(session: Session, **kw: object) -> tuple[object, list[str]]:
+    events: list[tuple[int, int]] = []
+    sweep = Sweep(session, [(3, 1, 4), FAILS, (3, 4, 8)], bench=BENCH, report=_Report(),
+                  on_progress=lambda done, total, step, eta: events.append((done, total)), **kw)  # type: ignore[arg-type]
+    return sweep, events  # type: ignore[return-value]
+
+
+async def test_sweep_through_localhost_restores_the_start(demo_world, tmp_path, ledger_dir) -> None:
+    await _story(Session(_profile(demo_world, tmp_path)), cancel=True)
+
+
+async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ledger_dir, ssh_host) -> None:
+    profile = _profile(demo_world, tmp_path)
+    profile.local, profile.name = False, "ssh-sweep"
+    await _story(Session(profile, host=ssh_host), cancel=False)
+
+
+async def _story(session: Session, *, cancel: bool) -> None:
+    profile = session.profile
+    try:
+        await session.attach()
+        await session.start_server()
+        start_argv = list(session.spec.argv)
+        config = Path(session.target.draft_config_path)
+        config_bytes = config.read_bytes()
+        launch_file = Path(profile.local_state_dir()) / "launch.json"
+        sweep, events = await _sweep(session)
+        result = await sweep.run()
+        assert [s.config for s in result.steps] == [(3, 4, 8), (3, 1, 4), FAILS]
+        ok, chain, bad = result.steps
+        assert ok.error is None and chain.error is None and ok.accept_len and chain.accept_len
+        assert ok.predicted == 3.2 and chain.predicted == 2.7
+        assert bad.error and bad.accept_len is None
+        assert events == [(1, 3), (2, 3), (3, 3)]
+        # the start is back, byte for byte, and serving
+        assert result.restored and result.restore_error is None
+        assert list(session.spec.argv) == start_argv
+        assert session.server.state == "ready" and (session.server.steps, session.server.draft_tokens) == (1, 2)
+        assert config.read_bytes() == config_bytes
+        if launch_file.exists():
+            assert list(__import__("json").loads(launch_file.read_text())["argv"]) == start_argv
+        assert session.can_rollback() is None  # the sweep's one undo record is gone
+        rows = [r for r in session.ledger_rows() if r.kind == "sweep"]
+        assert [(r.results["steps"], r.results["topk"]) for r in rows] == [(3, 4), (3, 1), (1, 2)]
+        assert rows[0].results["predicted_accept_len"] == 3.2 and rows[0].accept_len == ok.accept_len
+        assert rows[2].results["error"] and "(failed)" in rows[2].note
+
+        if not cancel:
+            return
+        # cancelled in the middle of its first restart: the start comes back all the same
+        sweep, _ = await _sweep(session)
+        task = asyncio.ensure_future(sweep.run())
+        while not session.restarting:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(600):
+            if not session.restarting and list(session.spec.argv) == start_argv and session.server.state == "ready":
+                break
+            await asyncio.sleep(0.1)
+        assert list(session.spec.argv) == start_argv and session.server.state == "ready"
+        assert config.read_bytes() == config_bytes
+    finally:
+        await _stop(session)
+
+
+def test_check_prediction_grid_and_table() -> None:
+    from eagle3_tui.commands.sweep import STANDARD_GRID, format_predictions, prediction_grid
+    from eagle3_tui.errors import UserError
+
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "4", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6"]
+    grid = prediction_grid([], argv)
+    assert grid[0] == (4, 2, 6) and grid[1:] == list(STANDARD_GRID)
+    assert prediction_grid([], None) == list(STANDARD_GRID)
+    assert prediction_grid(["3,4,8", "3/4/8"], argv) == [(3, 4, 8)]
+    assert prediction_grid(["none"], argv) == []
+    with pytest.raises(UserError, match="propose only"):
+        prediction_grid(["1,2,8"], None)
+    rep = _Report()
+    for r in rep.predictions:
+        r["wiring"] = "training"
+    lines = format_predictions(rep, served=(3, 4, 8))
+    assert lines[-1] == "  training: 3/1/4 2.70, 3/4/8* 3.20"
