@@ -9,9 +9,10 @@ rate, warnings and failures. `--json` prints the same as one JSON document.
 from __future__ import annotations
 
 import argparse
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from eagle3_tui.sglang.logscan import ByteSource
     from eagle3_tui.telemetry.runs import Dist, RunSummary
 
 
@@ -44,7 +45,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _open(path: str) -> tuple[IO[bytes], IO[bytes] | None]:
+def _open(path: str) -> tuple[ByteSource, IO[bytes] | None]:
     """The byte stream to read (gunzipped when it starts with the gzip magic) and what to close."""
     import io
     import sys
@@ -64,11 +65,11 @@ def _open(path: str) -> tuple[IO[bytes], IO[bytes] | None]:
         except OSError as err:
             raise UserError(f"{path}: cannot be read ({err.strerror or err})") from None
         owned = raw
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(cast("io.RawIOBase", raw))
     if buffered.peek(2)[:2] == b"\x1f\x8b":
         import gzip
 
-        return gzip.GzipFile(fileobj=buffered, mode="rb"), owned  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=buffered, mode="rb"), owned
     return buffered, owned
 
 
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     paths = list(args.logs) + ([sample_log_path()] if args.sample else [])
     if not paths:
         raise UserError("replay needs a LOG file, - for stdin, or --sample")
-    docs: list[dict[str, object]] = []
+    docs: list[tuple[str, int, list[RunSummary]]] = []
     errors: list[str] = []
     for path in paths:
         try:
@@ -215,23 +216,22 @@ def run(args: argparse.Namespace) -> int:
         except UserError as err:
             errors.append(str(err))
             continue
-        docs.append({"path": path, "bytes": size, "runs": runs})
+        docs.append((path, size, runs))
     if args.json:
         out = {
-            "logs": [{**d, "runs": [_to_json(r) for r in d["runs"]]} for d in docs],  # type: ignore[attr-defined]
+            "logs": [{"path": p, "bytes": n, "runs": [_to_json(r) for r in rs]} for p, n, rs in docs],
             "errors": errors,
         }
         if docs or not errors:
             json.dump(out, sys.stdout, indent=1)
             sys.stdout.write("\n")
     else:
-        for i, d in enumerate(docs):
-            runs = d["runs"]
+        for i, (path, size, runs) in enumerate(docs):
             if i:
                 print()
-            name = "stdin" if d["path"] == "-" else d["path"]
-            print(f"{name}  ({d['bytes']:,} bytes, {len(runs)} run{'s' if len(runs) != 1 else ''})")  # type: ignore[arg-type]
-            for r in runs:  # type: ignore[attr-defined]
+            name = "stdin" if path == "-" else path
+            print(f"{name}  ({size:,} bytes, {len(runs)} run{'s' if len(runs) != 1 else ''})")
+            for r in runs:
                 print("\n".join(format_run(r)))
     for message in errors:
         print(f"eagle3-tui: {message}", file=sys.stderr)

@@ -440,7 +440,7 @@ KEY_NEEDLES: tuple[bytes, ...] = (
     b"accept len",
     b"gen throughput",
     _READY.encode(),
-    b"server_args=ServerArgs(",
+    b"server_args=",  # the ServerArgs(...) repr, and the dict SGLang >= 0.5.20 prints
     *(needle.encode() for needle, _ in _FAILURES),
     b"WARN",
     b"Warning:",

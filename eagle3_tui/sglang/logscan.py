@@ -1,71 +1,118 @@
-"""Reading a whole log file fast (replay), with the same meaning as `parse_line`.
+"""Reading a whole log file fast (replay), with the same meaning as `LogReader`.
 
-A Python regex per line reads about 2 M lines/s; `grep` reads 15 M (research/perf_anchors.md).
-So the fast path works on 256 KiB blocks with a few C-level passes:
+A Python loop over lines costs about 1 µs a line; `grep` reads 15 M lines/s. So one compiled
+pattern, `_ROW`, runs over each block of whole lines (`findall`, C speed) and returns only the
+lines that matter, with their fields already cut out:
 
-1. one `findall` finds the lines that are *not* plain SGLang stat or access lines
-   (`[date time RANKS] Decode b…`, `… Prefill b…`, `… INFO: …`);
-2. those odd lines are checked at once for the byte strings (`KEY_NEEDLES`) that every line
-   `parse_line` turns into a decode, readiness, start, failure or warning event holds (request
-   log lines, whose text parse_line ignores, only for the stat-value strings); the rare lines
-   that hold one are fed, in order, through `LogReader` (with the traceback that follows a
-   failure), and the stretches between them are read in bulk;
-3. in a stretch, `findall` pulls out every `gen throughput` value (one per decode line: their
-   number is the decode line count) and every `accept len` value, handed to the sink as printed
-   texts; the first (accept len, accept rate) pairs of a run are taken too.
+- a Decode line in SGLang's own shape (`[date time RANKS] Decode batch..., #running-req: ...`, up
+  to a length bound) gives its `accept len` and `gen throughput` texts (the last occurrence of
+  each, as the `key: value` split keeps the last);
+- any other line that is not provably uninteresting gives its text, with the traceback lines that
+  follow it (lines that do not start a log record, exactly as `LogReader` decides), so a failure
+  and its traceback are one row.
+
+Lines that can only be a Prefill, an access line, a `--log-requests` dump (never an event), a
+KV-cache retraction notice or `Cache flushed successfully!` make the pattern fail at their start
+and cost no Python at all. The odd rows of a block are checked at once for `KEY_NEEDLES` (every
+line `parse_line` turns into an event a replay uses holds one); the few that hold one are found
+in the block and fed, line by line, through `LogReader`, and the decode rows between them are
+handed to the sink in bulk.
 
 `fast=False` feeds every line through `LogReader`: the reference the fast path is tested against
-(tests/test_replay.py). The two agree on anything SGLang writes; they can differ only on lines
-built to look like a stat line and not be one (e.g. `[a 19-char bracket] Decode batchy ...`).
-Logs whose every line is wrapped by another logger (Ray, Kubernetes, Python logging) have no
-plain lines: they are read correctly, but line by line (about 10x slower).
+(tests/test_replay.py). Where they may differ, only on lines built to look like SGLang's and not
+be (not on anything SGLang writes): a `Decode batch` line whose `accept len`/`gen throughput`
+keys are spelled with other spacing, repeated, or out of SGLang's order; a bracket of 19-60
+characters opening with a date that holds a stat header itself; a line that opens with `[dddd-`
+and no `]`, directly before an SGLang line; a line over `MAX_LINE` bytes but not characters.
 Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
-
-Measured (benchmarks/parse_bench.py, 1,008,128 lines, 140 MB, on a busy 2-core machine): 1/8.0 to
-1/8.8 of `LC_ALL=C grep -c 'accept len'`'s speed (about 0.53 s CPU against grep's 0.067 s, of
-which ~0.1 s is interpreter start-up and imports), 43 MB peak RSS whatever the file size. Where
-the rest goes: the odd-line pass ~0.11 s, the tok/s pass ~0.10 s, the accept-len pass ~0.09 s,
-counting the values ~0.05 s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
-from typing import BinaryIO, Protocol
+from itertools import accumulate, compress
+from typing import Protocol
 
-from eagle3_tui.sglang.logline import KEY_NEEDLES, LogEvent, LogReader, Other, epoch_of, parse_line
+from eagle3_tui.sglang import logline
+from eagle3_tui.sglang.logline import KEY_NEEDLES, MAX_LINE, LogEvent, LogReader, Other, epoch_of, parse_line
 
-__all__ = ["ScanResult", "ScanSink", "scan"]
+__all__ = ["ByteSource", "ScanResult", "ScanSink", "scan"]
 
-BLOCK_SIZE = 1 << 18
+BLOCK_SIZE = 1 << 20
 MAX_LONG_LINE = 1 << 20
 PROBE_BYTES = 4 << 20  # give up on a file with no log line in its first 4 MiB
 
-# A "plain" line: an SGLang prefix (a bracket of 20-50 characters: date, time, optional
-# milliseconds and rank tags) then a stat header or a uvicorn INFO line. This check runs once per
-# line, so it is written for the regex engine's speed: one `[^\]]` repeat is its cheapest loop.
-_PLAIN = rb"\[[^\]]{19,50}\] (?:Decode b|Prefill b|INFO: )"
-_PLAIN_AT = re.compile(_PLAIN)
-_PLAIN_ANY = re.compile(rb"\n" + _PLAIN)
-# An odd line, as (request-log line, other line): `--log-requests` lines carry user text that
-# parse_line ignores, so only the stat-value strings are looked for in them (cheaper on long prompts).
-_ODD = re.compile(
-    rb"\n(?!" + _PLAIN + rb")(?:(\[[^\]]{19,50}\] (?:Receive|Finish): [^\n]*)|([^\n]*))"
+
+def _one_line(pattern: str) -> bytes:
+    """A logline pattern (written for one line of text) as bytes that never cross a newline."""
+    return pattern.replace("[^", "[^\\n").encode()
+
+
+# --- the row pattern ---------------------------------------------------------------------------
+# Written for the regex engine: single-byte loops (`[^\]]`, `[^\n]`) are its fast ones, so they
+# do the skipping, and every alternative starts with its own literal.
+
+# SGLang's prefix, `[%(asctime)s{.msecs}{ DP0}{ TP0}] `, read loosely (a bracket of 19-60 bytes).
+_PREFIX = rb"\[[^\]]{19,60}+\] "
+# A Decode line: its body (after `#running-req: `) is read in bulk later; the bound keeps every
+# line taken here within MAX_LINE (longer ones are `Other` and go through LogReader instead).
+_DECODE = rb"Decode batch(?: \[\d{1,12}\])?([.,]) #running-req: ([^\n]{0,%d}+)(?=\n)" % (MAX_LINE - 200)
+# Messages that are never an event a replay uses, whatever follows them (see parse_line): uvicorn
+# access lines, request dumps, Prefill stat lines, and two exact SGLang notices.
+_ACCESS = rb"INFO:     [\d:\[]"
+_BORING = (
+    _ACCESS + rb"|Receive: |Finish: |Prefill batch(?: \[\d{1,12}\])?[.,]"
+    rb"|KV cache pool is full\. Retract requests\. #retracted_reqs: \d+, (?:#aborted_retracted_reqs: \d+, )?"
+    rb"#new_token_ratio: [\d.]+ -> [\d.]+\r*(?=\n)"
+    rb"|Cache flushed successfully!\r*(?=\n)"
 )
-_REQUEST_AT = re.compile(rb"\[[^\]]{19,50}\] (?:Receive|Finish): ")
-# Strings whose presence in a request line would leak into the bulk value counts.
-_VALUE_NEEDLES = (b"Decode batch", b"accept len", b"gen throughput")
-_DECODE_TS = re.compile(
-    rb"\[(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [A-Z][A-Z_]*\d+)*\] Decode batch"
+# The lines after a line that belong to it: those LogReader would absorb into a traceback (no
+# record start, or longer than MAX_LINE).
+_RECORD_START = (
+    rb"(?=[^\n]{0,%d}\r*\n)(?:" % MAX_LINE
+    + _one_line(logline._WRAPPER.pattern)
+    + rb")*+"
+    + _one_line(logline._RECORD_START.pattern)
 )
-_ACCEPT_LEN = re.compile(rb"accept len: ([^,\n]{0,64})")
-# tok/s is taken to one decimal when it is a plain number (replay bins it at 0.1 anyway, and
-# fewer distinct texts make counting cheaper); any other value is taken whole.
-_GEN_TPS = re.compile(rb"gen throughput \(token/s\): (\d{1,12}\.\d(?=\d*(?:,|\s|$))|[^,\n]{0,64})")
-_PAIR = re.compile(rb"accept len: ([^,\n]{0,64}), accept rate: ([^,\n]{0,64})")
+_TAIL = rb"[^\n]*+(?:\n(?!" + _RECORD_START + rb")[^\n]*+)*(?=\n)"
+# Groups: 1 prefix seen, 2 decode separator, 3 decode body, 4 odd message, 5 odd bare line.
+_ROW = re.compile(
+    rb"\n(?:(\[)" + _PREFIX[2:] + rb")?+(?(1)(?:" + _DECODE + rb"|(?!" + _BORING + rb")(" + _TAIL + rb"))"
+    rb"|(?!" + _ACCESS + rb")(" + _TAIL + rb"))"
+)
+_PREFIX_AT = re.compile(rb"\n" + _PREFIX)
+# logline's own reading of SGLang's prefix (groups: date, hh, mm, ss, fraction, ranks).
+_SGLANG_PREFIX = re.compile(logline._SGLANG_PREFIX.pattern.encode())
+
+# Values in decode bodies joined by newlines. A value ends where `split(", ")` (after rstrip)
+# ends it; one that does not is no number (b"", as parse_line's float() would fail on it).
+_END = rb"(?=, |[, \t\r]*\n)"
+_VALUE = rb"[^,\n]{0,64}" + _END
+_ACCEPT_LEN = re.compile(rb", accept len: (" + _VALUE + rb"|)")
+# tok/s: a 2-decimal number is taken to one decimal (replay bins it at 0.1 tok/s, and fewer
+# distinct texts count faster); anything else whole. One match per counted decode line.
+_TPS_VALUE = rb"(\d{1,12}\.\d(?=\d(?:, |[, \t\r]*\n))|" + _VALUE + rb"|)"
+_GEN_TPS = re.compile(rb", gen throughput \(token/s\): " + _TPS_VALUE)
+# Both in one pass, where tok/s follows accept len with no `(` between (as SGLang prints them).
+_BOTH = re.compile(_ACCEPT_LEN.pattern + rb"[^(\n]*+(?<=, gen throughput )\(token/s\): " + _TPS_VALUE)
+_PAIR = re.compile(rb", accept len: (" + _VALUE + rb"), accept rate: (" + _VALUE + rb")")
+
+
+def _epoch(m: re.Match[bytes]) -> float | None:
+    frac = m.group(5)
+    return epoch_of(
+        m.group(1).decode(), m.group(2).decode(), m.group(3).decode(), m.group(4).decode(),
+        frac.decode() if frac else None,
+    )
+
+
+class ByteSource(Protocol):
+    """What scan reads: a binary file, a pipe, a gzip stream, a window of a file."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
 
 
 class ScanSink(Protocol):
@@ -95,132 +142,180 @@ class ScanResult:
     workers: int = 1  # processes that read the file (logscan_parallel)
 
 
-def _ts(m: re.Match[bytes] | None) -> float | None:
-    if m is None:
-        return None
-    frac = m.group(5)
-    return epoch_of(
-        m.group(1).decode(), m.group(2).decode(), m.group(3).decode(), m.group(4).decode(),
-        frac.decode() if frac else None,
-    )
+@dataclass
+class _Rows:
+    """One block's rows from `_ROW`, as columns (texts are b"" where a row has none)."""
 
+    seps: tuple[bytes, ...]
+    bodies: tuple[bytes, ...]
+    rests: tuple[bytes, ...]
+    bares: tuple[bytes, ...]
 
-def _relevant(text: bytes) -> bool:
-    return any(n in text for n in KEY_NEEDLES)
+    @classmethod
+    def of(cls, rows: list[tuple[bytes, ...]]) -> _Rows:
+        cols = tuple(zip(*rows, strict=True)) if rows else ((),) * 5
+        return cls(cols[1], cols[2], cols[3], cols[4])
 
-
-def _leaky(text: bytes) -> bool:
-    return any(n in text for n in _VALUE_NEEDLES)
+    def relevant(self) -> list[int]:
+        """Indices of the odd rows that hold a KEY_NEEDLES string, in order."""
+        n = len(self.seps)
+        if self.rests.count(b"") == n and self.bares.count(b"") == n:
+            return []
+        texts = tuple(map(bytes.__add__, self.rests, self.bares))  # one of the two is b""
+        index = list(compress(range(n), texts))
+        odd = list(compress(texts, texts))
+        joined = b"\n".join(odd)
+        hits = [needle for needle in KEY_NEEDLES if needle in joined]
+        if not hits:
+            return []
+        starts = list(accumulate((len(t) + 1 for t in odd), initial=0))
+        found: set[int] = set()
+        for needle in hits:
+            i = joined.find(needle)
+            while i >= 0:
+                k = bisect_right(starts, i) - 1
+                found.add(index[k])
+                i = joined.find(needle, starts[k + 1])
+        return sorted(found)
 
 
 class _Scanner:
-    def __init__(self, sink: ScanSink, fast: bool, reader: LogReader | None = None) -> None:
+    def __init__(self, sink: ScanSink, reader: LogReader | None = None) -> None:
         self.sink = sink
-        self.fast = fast
         self.reader = reader if reader is not None else LogReader()
         self.result = ScanResult()
 
     # -- one line at a time --------------------------------------------------------------------
 
     def _feed(self, raw: bytes) -> None:
-        events = self.reader.feed(raw.decode("utf-8", "replace"))
-        for ev in events:
+        for ev in self.reader.feed(raw.decode("utf-8", "replace")):
             if not self.result.recognized and not isinstance(ev, Other):
                 self.result.recognized = True
             self.sink.event(ev)
 
-    @staticmethod
-    def _line_end(block: bytes, s: int, end: int) -> int:
-        e = block.find(b"\n", s, end)
-        return end if e < 0 else e
-
-    def slow_range(self, block: bytes, start: int, end: int) -> None:
-        """Every line of block[start:end] through LogReader (the reference path)."""
-        for raw in block[start:end].split(b"\n"):
+    def _feed_lines(self, buf: bytes, a: int, b: int) -> None:
+        """The lines between the newlines at `a` and `b`, through LogReader."""
+        for raw in buf[a + 1 : b].split(b"\n"):
             self._feed(raw)
 
-    def _slow_while_pending(self, block: bytes, pos: int, end: int) -> int:
-        while pos <= end and self.reader.pending is not None:
-            e = self._line_end(block, pos, end)
-            self._feed(block[pos:e])
-            pos = e + 1
-        return pos
+    def slow_range(self, buf: bytes, p0: int, p1: int) -> None:
+        """Every line of the range through LogReader (the reference path)."""
+        self._feed_lines(buf, p0, p1 - 1)
+
+    def _drain(self, buf: bytes, pos: int, p1: int) -> tuple[int, int]:
+        """While a failure reads its traceback, feed what follows it (whole rows, so that the
+        rows of the block stay in step): returns the new position and the rows consumed."""
+        rows = 0
+        while self.reader.pending is not None and pos < p1 - 1:
+            m = _ROW.match(buf, pos, p1)
+            end = m.end() if m is not None else buf.index(b"\n", pos + 1)
+            rows += m is not None
+            self._feed_lines(buf, pos, end)
+            pos = end
+        return pos, rows
 
     # -- blocks --------------------------------------------------------------------------------
 
-    def fast_range(self, block: bytes, start: int, end: int) -> None:
-        """The lines of block[start:end] (separated by newlines, none at the end), in bulk."""
-        if not self.result.recognized and (
-            _PLAIN_AT.match(block, start, end) or _PLAIN_ANY.search(block, start, end)
-        ):
-            self.result.recognized = True
-        pos = start
-        for s in self._relevant_starts(block, start, end):
-            if s < pos:
-                continue
-            if self.reader.pending is not None:
-                pos = self._slow_while_pending(block, pos, end)
-                if s < pos:
-                    continue
-            if s > pos:
-                self._bulk(block, pos, s)
-            e = self._line_end(block, s, end)
-            self._feed(block[s:e])
-            pos = self._slow_while_pending(block, e + 1, end)
-        if self.reader.pending is not None:
-            pos = self._slow_while_pending(block, pos, end)
-        if pos < end:
-            self._bulk(block, pos, end)
-
-    def _relevant_starts(self, block: bytes, start: int, end: int) -> list[int]:
-        """Starts of the odd lines that must go through LogReader: those that may hold an event
-        other than prefill/access/other, and request lines whose text holds stat-value strings."""
-        odd = _ODD.findall(block, start, end)
-        first_end = self._line_end(block, start, end)
-        first_odd = _PLAIN_AT.match(block, start, first_end) is None
-        if first_odd:
-            line = block[start:first_end]
-            odd.append((line, b"") if _REQUEST_AT.match(line) else (b"", line))
-        if not odd:
-            return []
-        requests, others = zip(*odd, strict=True)
-        if not self.result.recognized:
-            for text in (*requests, *others):
-                if text and not isinstance(parse_line(text.decode("utf-8", "replace")), Other):
-                    self.result.recognized = True
-                    break
-        if not _relevant(b"\n".join(others)) and not _leaky(b"\n".join(requests)):
-            return []
-        starts = []
-        if first_odd:
-            req, other = odd[-1]
-            if _relevant(other) or _leaky(req):
-                starts.append(start)
-        for m in _ODD.finditer(block, start, end):
-            req = m.group(1)
-            if req is not None:
-                if _leaky(req):
-                    starts.append(m.start(1))
-            elif _relevant(m.group(2)):
-                starts.append(m.start(2))
-        return starts
-
-    def _bulk(self, block: bytes, a: int, b: int) -> None:
-        tps = _GEN_TPS.findall(block, a, b)
-        if not tps:
+    def fast_range(self, buf: bytes, p0: int, p1: int) -> None:
+        """The lines of a range: buf[p0] and buf[p1 - 1] are newlines, whole lines between."""
+        pos, _ = self._drain(buf, p0, p1)
+        if pos >= p1 - 1:
             return
-        wanted = self.sink.pairs_wanted
-        pairs = [m.groups() for m in islice(_PAIR.finditer(block, a, b), wanted)] if wanted > 0 else []
-        t_first = _ts(_DECODE_TS.search(block, a, b))
-        t_last = None
-        i = b
-        while t_last is None:
-            i = block.rfind(b"Decode batch", a, i)
-            if i < 0:
-                break
-            t_last = _ts(_DECODE_TS.match(block, max(block.rfind(b"\n", a, i) + 1, a), b))
-        lens = _ACCEPT_LEN.findall(block, a, b) if block.find(b"accept len", a, b) >= 0 else []
-        self.sink.decode_bulk(len(tps), lens, tps, pairs, t_first, t_last)
+        if not self.result.recognized:
+            self._probe(buf, pos, p1)
+        rows = _Rows.of(_ROW.findall(buf, pos, p1))
+        if not rows.seps:
+            return
+        if not self.result.recognized and any(rows.seps):
+            self.result.recognized = True
+        k = 0
+        for r in rows.relevant():
+            if r < k:
+                continue  # consumed with the traceback before it
+            start, end = self._locate(buf, pos, p1, rows.rests[r], rows.bares[r])
+            self._bulk(buf, pos, start + 1, rows, k, r)
+            self._feed_lines(buf, start, end)
+            pos, consumed = self._drain(buf, end, p1)
+            k = r + 1 + consumed
+        self._bulk(buf, pos, p1, rows, k, len(rows.seps))
+
+    @staticmethod
+    def _locate(buf: bytes, pos: int, p1: int, rest: bytes, bare: bytes) -> tuple[int, int]:
+        """The newlines before and after the odd row with this text, searching from `pos`.
+
+        An earlier line with the same text would be an odd row holding the same needle, so it
+        came earlier in the block's relevant rows and `pos` is past it already.
+        """
+        text = rest or bare
+        i = buf.find(text, pos + 1, p1)
+        while i >= 0:
+            if bare:
+                if buf[i - 1] == 10:
+                    return i - 1, i + len(text)
+            else:
+                ls = buf.rfind(b"\n", pos, i)
+                m = _PREFIX_AT.match(buf, ls, i)
+                if m is not None and m.end() == i:
+                    return ls, i + len(text)
+            i = buf.find(text, i + 1, p1)
+        raise AssertionError("a row of this block was not found in it")
+
+    def _bulk(self, buf: bytes, a: int, b: int, rows: _Rows, i: int, j: int) -> None:
+        """Rows i..j (the decode rows among them) in bulk; they lie between positions a and b."""
+        if j - i - rows.seps[i:j].count(b"") <= 0:
+            return
+        bodies = b"\n".join(rows.bodies[i:j]) + b"\n"
+        n = bodies.count(b", gen throughput (token/s): ")
+        if not n:
+            return
+        both = _BOTH.findall(bodies) if b"accept len" in bodies else []
+        lens: Iterable[bytes]
+        tps: list[bytes] | tuple[bytes, ...]
+        if len(both) == n:  # each tok/s after an accept len (the usual shape): one pass for both
+            lens, tps = zip(*both, strict=True)
+        else:
+            tps = _GEN_TPS.findall(bodies)
+            lens = _ACCEPT_LEN.findall(bodies) if both else []
+        pairs: Iterable[tuple[bytes, bytes]] = ()
+        if self.sink.pairs_wanted > 0:
+            pairs = (m.groups() for m in _PAIR.finditer(bodies))  # type: ignore[misc]
+        self.sink.decode_bulk(len(tps), lens, tps, pairs, self._first_time(buf, a, b), self._last_time(buf, a, b))
+
+    @staticmethod
+    def _decode_times(buf: bytes, starts: Iterator[int], b: int) -> float | None:
+        """The first timestamp parse_line gives for a decode row starting at one of `starts`."""
+        for s in starts:
+            m = _ROW.match(buf, s, b)
+            if m is None or not m.group(2):
+                continue
+            p = _SGLANG_PREFIX.match(buf, s + 1, m.start(2))
+            t = _epoch(p) if p is not None and buf.startswith(b"Decode batch", p.end()) else None
+            if t is None:  # not SGLang's own clock: as parse_line reads it (or from `timestamp:`)
+                t = getattr(parse_line(buf[s + 1 : m.end()].decode("utf-8", "replace")), "timestamp", None)
+            if t is not None:
+                return float(t)
+        return None
+
+    def _first_time(self, buf: bytes, a: int, b: int) -> float | None:
+        return self._decode_times(buf, (m.start() for m in _ROW.finditer(buf, a, b) if m.group(2)), b)
+
+    def _last_time(self, buf: bytes, a: int, b: int) -> float | None:
+        def starts() -> Iterator[int]:
+            i = b
+            while True:
+                i = buf.rfind(b"Decode batch", a, i)
+                if i < 0:
+                    return
+                yield buf.rfind(b"\n", a, i)
+
+        return self._decode_times(buf, starts(), b)
+
+    def _probe(self, buf: bytes, pos: int, p1: int) -> None:
+        """Before the first recognised line: is there one here? (Per line, so only until then.)"""
+        for raw in buf[pos + 1 : p1 - 1].split(b"\n"):
+            if not isinstance(parse_line(raw.decode("utf-8", "replace")), Other):
+                self.result.recognized = True
+                return
 
     def finish(self) -> None:
         for ev in self.reader.flush():
@@ -229,7 +324,7 @@ class _Scanner:
 
 
 def scan(
-    stream: BinaryIO,
+    stream: ByteSource,
     sink: ScanSink,
     *,
     fast: bool = True,
@@ -243,7 +338,7 @@ def scan(
     `reader` continues a LogReader's state; `flush=False` leaves a failure still reading its
     traceback pending in it (for a caller that reads on from where this stream ends).
     """
-    sc = _Scanner(sink, fast, reader)
+    sc = _Scanner(sink, reader)
     process = sc.fast_range if fast else sc.slow_range
     res = sc.result
     rest = b""  # the start of a line that ends in a later chunk
@@ -263,17 +358,18 @@ def scan(
         if skipping:
             skipping = False
         elif len(rest) + first <= MAX_LONG_LINE:
-            line = rest + chunk[:first] if rest else chunk[:first]
+            line = b"\n" + rest + chunk[: first + 1]
             process(line, 0, len(line))
         last = chunk.rfind(b"\n")
         if last > first:
-            process(chunk, first + 1, last)  # whole lines, processed in place
+            process(chunk, first, last + 1)  # whole lines, processed in place
         rest = chunk[last + 1 :]
         if not res.recognized and res.bytes_read >= probe_bytes:
             res.gave_up = True
             return res
     if rest and not skipping:
-        process(rest, 0, len(rest))
+        line = b"\n" + rest + b"\n"
+        process(line, 0, len(line))
     if flush:
         sc.finish()
     return res

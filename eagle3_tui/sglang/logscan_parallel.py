@@ -59,6 +59,14 @@ class _Bulk:
     t_last: float | None = None  # last timestamp seen
 
 
+def _is_pair(p: tuple[bytes, bytes]) -> bool:
+    try:
+        float(p[0]), float(p[1])
+    except ValueError:
+        return False
+    return True
+
+
 class _Recorder:
     """A ScanSink that keeps what it is given; consecutive bulk calls merge into one record."""
 
@@ -92,7 +100,8 @@ class _Recorder:
         for p in pairs:
             if len(last.pairs) >= PAIRS_PER_GROUP:
                 break
-            last.pairs.append(p)
+            if _is_pair(p):  # as the sink takes them: both texts numbers, the rest skipped
+                last.pairs.append(p)
         for t in (t_first, t_last):  # the sink only uses the first and the last time it is shown
             if t is not None:
                 if last.t_first is None:
