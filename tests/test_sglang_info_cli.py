@@ -100,3 +100,17 @@ def test_target_and_draft_configs_give_arch_layers_and_ids(pkgs, capsys, tmp_pat
                          "--draft-config", str(draft), "--json"])
     assert (out["arch"], out["num_layers"], out["layer_ids"]) == ("KimiK25ForConditionalGeneration", 61, [2, 30, 58])
     assert out["captures"] == [2, 30, 58]
+
+
+def test_host_reads_the_package_over_ssh(pkgs, capsys, monkeypatch, sshd):
+    """--host with --sglang-dir: the directory on that host, read over a real sshd on loopback."""
+    from eagle3_tui.commands import sglang_info
+
+    monkeypatch.setattr(sglang_info, "make_host", lambda args: sshd.make_host(python=sys.executable))
+    out = _json(capsys, ["sglang-info", "--host", sshd.alias, "--sglang-dir", str(pkgs["0.5.6"]),
+                         "--arch", "deepseek_v3", "--num-layers", "61", "--layer-ids", "2,30,58", "--json"])
+    assert out["version"] == "0.5.6" and out["source"] == "read from source"
+    assert out["captures"] == [3, 31, 59] and out["captures_cuda_graph"] == [2, 30, 58]
+    assert main(["sglang-info", "--host", sshd.alias, "--sglang-dir", "/nonexistent", "--arch", "llama",
+                 "--num-layers", "32"]) == 2
+    assert "is not an sglang package" in capsys.readouterr().err

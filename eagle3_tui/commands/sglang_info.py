@@ -124,17 +124,20 @@ def _draft_ids(args: argparse.Namespace) -> tuple[int, ...] | None:
 
 
 def evaluate(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
-    """Run `analyse` on --sglang-dir, --host/--local, or the table for --sglang-version (exactly one)."""
+    """Run `analyse` on --sglang-dir, --host/--local (with --sglang-dir: that directory on the host), or
+    the table for --sglang-version."""
     from eagle3_tui.sglang.installed import dir_reader, find_package_dir
 
-    chosen = [name for name, on in (("--sglang-dir", args.sglang_dir), ("--host", args.host),
-                                    ("--local", args.local), ("--sglang-version", args.sglang_version)) if on]
-    if len(chosen) != 1:
+    on_host = bool(args.host or args.local)
+    chosen = [name for name, on in (("--host", args.host), ("--local", args.local),
+                                    ("--sglang-version", args.sglang_version)) if on]
+    if len(chosen) > 1 or (not chosen and args.sglang_dir is None) or (args.sglang_version and args.sglang_dir):
+        given = [*chosen, *(["--sglang-dir"] if args.sglang_dir else [])]
         raise UserError("give exactly one of --sglang-dir, --host, --local or --sglang-version"
-                        + (f" (got {', '.join(chosen)})" if chosen else ""))
+                        + (f" (got {', '.join(given)})" if given else ""))
     if args.sglang_version is not None:
         return analyse(None)
-    if args.sglang_dir is not None:
+    if not on_host:
         pkg = find_package_dir(args.sglang_dir)
         if pkg is None:
             raise UserError(f"{args.sglang_dir} is not an sglang package (no srt/server_args.py and srt/models/llama.py)")
@@ -144,25 +147,43 @@ def evaluate(args: argparse.Namespace, analyse: Callable[[Read | None], Answer])
     return asyncio.run(_on_host(args, analyse))
 
 
-async def _on_host(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
-    """Find the package with the host's Python and read just the files `analyse` asks for."""
-    from eagle3_tui.remote import HostError, LocalHost
-    from eagle3_tui.sglang.installed import gather
-    from eagle3_tui.sglang.installed.locate import find_argv, package_dir_from
+def make_host(args: argparse.Namespace) -> Any:
+    """The host to read from: this machine for --local, else an SSH host for --host."""
+    from eagle3_tui.remote import LocalHost
 
     if args.local:
-        host: Any = LocalHost(python=args.python)
-    else:
-        from eagle3_tui.remote.ssh import SSHHost
+        return LocalHost(python=args.python)
+    from eagle3_tui.remote.ssh import SSHHost
 
-        host = SSHHost(args.host, accept_new_host_key=args.accept_new_host_key, python=args.python)
+    return SSHHost(args.host, accept_new_host_key=args.accept_new_host_key, python=args.python)
+
+
+async def _package_root(host: Any, args: argparse.Namespace) -> str:
+    """--sglang-dir as a path on the host, else where the host's Python would import sglang from."""
+    from eagle3_tui.sglang.installed.locate import find_argv, package_dir_from
+
+    where = "this machine" if args.local else args.host
+    if args.sglang_dir is not None:
+        root = str(args.sglang_dir).rstrip("/")
+        if not await host.exists(f"{root}/srt/server_args.py"):
+            raise UserError(f"{root} on {where} is not an sglang package (no srt/server_args.py)")
+        return root
+    found = await host.run(find_argv(args.python), timeout=60)
+    located = package_dir_from(found.stdout) if found.ok else None
+    if located is None:
+        raise UserError(f"{args.python} on {where} cannot find an sglang package (try --python or --sglang-dir)")
+    return located
+
+
+async def _on_host(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
+    """Read just the files `analyse` asks for from the host's sglang package."""
+    from eagle3_tui.remote import HostError
+    from eagle3_tui.sglang.installed import gather
+
+    host = make_host(args)
     try:
         await host.connect()
-        found = await host.run(find_argv(args.python), timeout=60)
-        root = package_dir_from(found.stdout) if found.ok else None
-        if root is None:
-            where = "this machine" if args.local else args.host
-            raise UserError(f"{args.python} on {where} cannot find an sglang package (try --python)")
+        root = await _package_root(host, args)
 
         async def fetch(rel: str) -> str | None:
             try:
