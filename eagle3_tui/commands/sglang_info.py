@@ -1,8 +1,8 @@
 """`eagle3-tui sglang-info`: what the installed SGLang does with a draft's layer ids, read from its source.
 
 `--sglang-dir DIR` reads an `sglang` package directory (a wheel unpacked, a site-packages copy, or a
-checkout's `python/`); `--local`/`--host H` find the package with that machine's Python and read only
-the files the analysis asks for. `--sglang-version V` alone answers from the version table. The target
+checkout's `python/`); `--local`/`--host H` find the package with that machine's Python (or take
+`--sglang-dir` as a path there) and read only the files the analysis asks for. `--sglang-version V` alone answers from the version table. The target
 is given with `--arch` and `--num-layers`; `--layer-ids` is the draft config's
 `eagle_config.eagle_aux_hidden_state_layer_ids` (absent, or `none`: no id key, SGLang's default).
 """
