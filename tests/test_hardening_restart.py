@@ -131,3 +131,22 @@ def test_a_port_change_without_a_launch_command_is_refused(tmp_path):
     r = cli(prof, "here", "restart", "--yes")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "asks for port 30002" in r.stderr and "serves port 30001" in r.stderr and "launch_command" in r.stderr
+
+
+@pytest.mark.parametrize("ssh", [False, True], ids=["local", "ssh"])
+def test_a_restart_cut_off_after_the_stop_is_said_and_finished(tmp_path, demo_world, sshd, ssh):
+    prof, _cfg, alias = _profile(tmp_path, demo_world, ssh=sshd if ssh else None)
+    try:
+        r = cli(prof, alias, "restart", "--yes")
+        assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
+        r = cli(prof, alias, "restart", "--yes", fault="restart-after-stop")
+        assert r.returncode == -signal.SIGKILL
+        assert (tmp_path / ".server.log.restart-lock").exists(), "the killed restart's lock is left behind"
+        r = cli(prof, alias, "presets")
+        assert "was cut off before it ended: no server runs now; `restart` finishes it" in r.stderr, r.stderr
+        r = cli(prof, alias, "restart", "--yes")  # the dead restart's lock is taken over
+        assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
+        r = cli(prof, alias, "presets")
+        assert "cut off" not in r.stderr and r.returncode == 0
+    finally:
+        stop_processes_under(tmp_path)

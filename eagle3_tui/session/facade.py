@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -83,6 +84,18 @@ if TYPE_CHECKING:
 
 BENCH_LOG_GRACE_S = 1.0
 ATTACH_LAST_LINES = 200
+
+
+def _other_process_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class Session:
@@ -204,6 +217,7 @@ class Session:
         self._attached = True
         await self.recover_changes()
         await self.refresh_servers()
+        self._recover_restart()
         if self._spec is None:
             self._spec = self._remembered_spec()
             if self._spec is not None:
@@ -231,6 +245,22 @@ class Session:
         if self.recovered:
             self.views.notice(self.recovered, "warning")
         return self.recovered
+
+    def _recover_restart(self) -> None:
+        """A restart cut off (connection lost, command killed) between its stop and its outcome: say where it stands."""
+        rec = self.store.unfinished_restart()
+        if rec is None or _other_process_alive(rec.get("pid")):
+            return  # none, or still running in another process of this machine (its lock refuses a second)
+        when = time.strftime("%H:%M:%S", time.localtime(float(rec.get("since") or 0)))
+        what = f"a restart ({rec.get('reason')}) begun at {when} was cut off before it ended"
+        if self.server.state == "ready" and self.server.pgid:
+            self.store.end_restart()
+            note = f"{what}; a server runs now (pid {self.server.pid}), watched as found"
+        else:
+            note = (f"{what}: no server runs now; `restart` finishes it"
+                    + (", `rollback` undoes the last preset and restarts" if self.store.rollback_preset() else ""))
+        self.recovered = f"{self.recovered}; {note}" if self.recovered else note
+        self.views.notice(note, "warning")
 
     def _remembered_spec(self) -> LaunchSpec | None:
         return self.store.load_launch() or spec_from_profile(self.profile)
@@ -478,11 +508,16 @@ class Session:
         """The restart (the caller claimed it), then what the new server says about itself."""
         assert self._spec is not None
         self._spec = with_log_path(self._spec, self.profile.log_path)
+        self.store.begin_restart({"reason": reason, "since": time.time(), "port": self._spec.port,
+                                  "pgid_before": self.server.pgid, "pid": os.getpid()})
         try:
             seconds = await self.restarter.run(self._spec, reason=reason)
         except RestartFailed as err:
+            if self.host.state.kind == "connected" or self.profile.local:
+                self.store.end_restart()  # a stated outcome; a lost connection leaves it for the next attach
             self._record("restart", {"ok": False, "error": str(err)}, "failed")
             raise
+        self.store.end_restart()
         with contextlib.suppress(UserError):
             await self.poll_server_info()
         await self.refresh_servers()

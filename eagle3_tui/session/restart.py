@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_tui import faults
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
@@ -174,6 +175,7 @@ class Restarter:
             raise  # another restart owns the host: nothing of ours to mark failed
         try:
             await self.stop_current(t0)
+            faults.hit("restart-after-stop")
             self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
             await self._wait_port(spec, t0)
             launch, pgid = await self._launch(spec, reason, t0)

@@ -76,6 +76,24 @@ class LocalStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    # ------------------------------------------------------------ a restart in progress
+
+    def begin_restart(self, record: dict[str, Any]) -> None:
+        """Written before a restart stops the server; cleared when it ends with a stated outcome."""
+        with contextlib.suppress(OSError):
+            replace_local(self._file("restart.json"), json.dumps(record, indent=2).encode("utf-8"))
+
+    def unfinished_restart(self) -> dict[str, Any] | None:
+        try:
+            d = json.loads(self._file("restart.json").read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) else None
+
+    def end_restart(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file("restart.json").unlink()
+
     # ------------------------------------------------------------ the undo stack
 
     def _stack(self) -> list[Undo]:
