@@ -82,6 +82,23 @@ def build(root: Path, size: dict, device: str, dtype) -> tuple[Path, Path, str]:
     return draft, target, str(data / "*.pt")
 
 
+def tree_predict(model, batches, device, sync) -> float:
+    """Seconds for eagle/predict.py's grid over `batches` (one topk-4 tree pass, 5 steps deep)."""
+    import torch
+
+    from eagle3_tui.eagle import predict
+
+    full = []
+    for ids, aux in batches:
+        lab = torch.cat([ids, ids.new_full((ids.shape[0], 6), -1)], dim=1)
+        full.append((ids, aux, lab, torch.ones_like(ids, dtype=torch.bool)))
+    sync()
+    t = time.perf_counter()
+    predict.predict_grid(model, full, [(3, 4, 8), (5, 4, 8), (5, 4, 16)], device)
+    sync()
+    return time.perf_counter() - t
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
@@ -171,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         plain_s = min(p for p, _ in times)
         check_s = min(c for _, c in times)
         check3_s = min(check(3) for _ in range(max(1, a.repeat - 1)))
+        tree_s = min(tree_predict(model, batches, device, sync) for _ in range(max(1, a.repeat - 2)))
 
         # per-token loop with a KV cache over the first sample
         s0 = ds.samples[0]
@@ -198,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         "gap_check_vs_per_token_loop": round((tokens / check_s) / (n / loop_s), 1),
         "e2e_s": round(e2e_s, 2), "build_s": round(build_s, 2),
         "e2e_training_top1": report.result("training").top1,
+        # predict.py over the same batches: topk 4, 5 steps, read as 3/4/8, 5/4/8 and 5/4/16
+        "tree_predict_positions_s": round(tokens / tree_s, 1),
+        "tree_predict_cost_vs_plain": round(tree_s / plain_s, 2),
     }
     print(f"check bench: {a.size} draft on {a.device} {dtype_name}, {tokens} positions, {a.threads} thread(s)")
     print(f"  plain batched forward  {res['plain_tok_s']:>12,.0f} tok/s")
@@ -207,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({res['check_3step_tok_s']:,.0f} draft tok/s)")
     print(f"  per-token loop         {res['per_token_loop_tok_s']:>12,.0f} tok/s   check is "
           f"{res['gap_check_vs_per_token_loop']:.0f}x faster")
+    print(f"  tree prediction 5x4    {res['tree_predict_positions_s']:>12,.0f} positions/s "
+          f"({res['tree_predict_cost_vs_plain']:.1f}x a plain forward per position)")
     print(f"  end-to-end check (load, probe, 3 wirings): {res['e2e_s']:.2f} s")
     print(json.dumps(res))
     return 0 if res["ratio_check_vs_plain"] >= 0.8 else 1
