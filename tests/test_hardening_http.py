@@ -33,6 +33,7 @@ ANSWERS = {
     "meta-list": b'{"text": "x", "meta_info": [1], "internal_states": "no"}',
     "infinity": b'{"text": "x", "meta_info": {"e2e_latency": Infinity}, "avg_spec_accept_length": NaN}',
     "deep": b"[" * 100000 + b"]" * 100000,
+    "ok": b'{"text": "x", "meta_info": {"completion_tokens": 4, "e2e_latency": 0.01}}',
 }
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -160,3 +161,15 @@ def test_bench_with_a_binary_prompts_file_is_one_sentence(tmp_path: Path) -> Non
     r = cli(prof, "here", "bench", "--prompts", str(prompts))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "is a binary file, not text" in r.stderr, r.stderr
+
+
+def test_a_corrupt_ledger_is_said_by_bench(fake_sglang):
+    prof, mode_file = fake_sglang
+    mode_file.write_text("ok")
+    data = prof.parent / "data"
+    data.mkdir(exist_ok=True)
+    (data / "ledger.sqlite3").write_bytes(b"not a database at all " * 200)
+    r = cli(prof, "here", "bench", "-n", "2", "-c", "1", "--max-tokens", "4", timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "output tok/s" in r.stdout
+    assert "eagle3-tui: warning: " in r.stderr and "this benchmark run is not recorded" in r.stderr, r.stderr
