@@ -186,8 +186,12 @@ def _parse_int(flag: str, raw: str) -> int:
         raise UserError(f"launch command: {flag} wants a whole number, not {raw!r}") from None
 
 
-def parse_launch(argv: Sequence[str]) -> LaunchArgs:
-    """Read a launch command; raises UserError when it is not one or a known flag is malformed."""
+def parse_launch(argv: Sequence[str], *, positional: bool | None = None) -> LaunchArgs:
+    """Read a launch command; raises UserError when it is not one or a known flag is malformed.
+
+    `positional` forces whether `sglang serve`'s first token is the model (None: it is when it is not a
+    flag); `with_flags` keeps the original's answer, so removing a flag never turns a stray value into a model.
+    """
     tokens = tuple(str(t) for t in argv)
     found = _find_program(tokens)
     if found is None:
@@ -200,7 +204,8 @@ def parse_launch(argv: Sequence[str]) -> LaunchArgs:
     values: dict[str, object] = {}
     extra: list[str] = []
     i = start
-    positional = kind == KIND_SERVE and i < len(tokens) and not tokens[i].startswith("-")
+    if positional is None:
+        positional = kind == KIND_SERVE and i < len(tokens) and not tokens[i].startswith("-")
     if positional:
         values["model_path"] = tokens[i]
         i += 1
@@ -267,7 +272,7 @@ def with_flags(args: LaunchArgs, **changes: object) -> LaunchArgs:
         if value is not None and not seen:
             out.extend([spellings[0], str(value)])
         tokens = out
-    return with_config_argv(parse_launch(tokens), args.config_argv)
+    return with_config_argv(parse_launch(tokens, positional=args.positional_model), args.config_argv)
 
 
 def config_tokens(data: dict[str, Any]) -> list[str]:
@@ -316,7 +321,7 @@ def with_config_argv(args: LaunchArgs, config_argv: Sequence[str]) -> LaunchArgs
     if args.positional_model and rest:
         rest = ["--model-path", rest[0], *rest[1:]]
     rest = _drop_flag(rest, "--config")
-    view = parse_launch([*args.program, *cfg, *rest])
+    view = parse_launch([*args.program, *cfg, *rest], positional=False)
     typed = {name: getattr(view, name) for name in FLAG_SPELLINGS if name != "config_path"}
     return replace(args, config_argv=cfg, **typed)
 
