@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from eagle3_tui.doctor.advice import ADVICE_RULES
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
 from eagle3_tui.doctor.rules import RULE_IDS, RULES
@@ -55,7 +56,7 @@ def diagnose(facts: Facts) -> list[Finding]:
     """Every finding for these facts, worst first."""
     f = complete(facts)
     found: list[Finding] = []
-    for rule_id, rule in RULES:
+    for rule_id, rule in (*RULES, *ADVICE_RULES):
         try:
             finding = rule(f)
         except Exception as err:  # a rule must never take the doctor down with it
@@ -68,5 +69,5 @@ def diagnose(facts: Facts) -> list[Finding]:
             )
         if finding is not None:
             found.append(finding)
-    order = {rule_id: i for i, rule_id in enumerate(RULE_IDS)}
+    order = {rule_id: i for i, rule_id in enumerate((*RULE_IDS, *(r for r, _ in ADVICE_RULES)))}
     return sorted(found, key=lambda x: (severity_rank(x.severity), order.get(x.rule_id, len(order))))

@@ -83,6 +83,14 @@ class Facts:
     predicted_accept_len: float | None = None
     """Accept length the offline check predicts for the served wiring and these flags."""
     predicted_source: str = "accuracy check"
+    predictions: tuple[dict[str, Any], ...] = ()
+    """The check's predicted accept length per (steps, topk, draft_tokens) on the served wiring."""
+    step_accept: tuple[float, ...] = ()
+    """The check's conditional per-step chain acceptance on the served wiring."""
+    measured_configs: tuple[Any, ...] = ()
+    """doctor.advice.Measured: benchmarked configurations on the served boundaries (the ledger)."""
+    accept_rate_definition: str | None = None
+    """What the log's `accept rate` divides by, in the installed release (said, not recomputed)."""
     server_info_accept_len: float | None = None
     """`/server_info` internal_states[0].avg_spec_accept_length (lifetime average)."""
     log_has_accept_stats: bool | None = None

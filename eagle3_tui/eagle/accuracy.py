@@ -139,7 +139,8 @@ class CheckReport:
         return max(measured, key=lambda w: w.top1 or 0.0) if measured else None
 
 
-def predicted_accept_len(report: CheckReport | None, boundaries: Sequence[int] | None) -> float | None:
+def predicted_accept_len(report: CheckReport | None, boundaries: Sequence[int] | None,
+                         config: Sequence[int] | None = None) -> float | None:
     """The accept length the check predicts for the boundaries being served: the one answer the doctor,
     the status bar, the accuracy pane and the ledger share.
 
@@ -156,6 +157,12 @@ def predicted_accept_len(report: CheckReport | None, boundaries: Sequence[int] |
         hit = hit if hit is not None and hit.top1 is not None else None
     if hit is None or hit.predicted_accept_len is None:
         return None
+    # with the served (steps, topk, draft tokens) known and predicted on this wiring: the tree-aware number
+    want = list(config) if config is not None else None
+    for row in report.predictions if want is not None else []:
+        if [row.get("steps"), row.get("topk"), row.get("draft_tokens")] == want \
+                and row.get("boundaries") == hit.boundaries and row.get("accept_len") is not None:
+            return float(row["accept_len"])
     return float(hit.predicted_accept_len)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.doctor.advice import measured_configs
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.session.changes import Changed, Changes
@@ -361,6 +362,7 @@ class Session:
             server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
             last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
+            measured=tuple(measured_configs(self.ledger_rows(), self.server.boundaries)),
         )
 
     async def refresh_findings(self, *, quiet: bool = False) -> list[Finding]:

@@ -45,6 +45,8 @@ class FactsSnapshot:
     last_bench: BenchResult | None = None
     check: CheckReport | None = None
     log_warnings: tuple[str, ...] = ()
+    measured: tuple[Any, ...] = ()
+    """doctor.advice.Measured per benchmarked configuration on the served boundaries (from the ledger)."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -76,11 +78,30 @@ def build_facts(snap: FactsSnapshot) -> Facts:
         f.training_convention = "[:-1]"
         f.data_source = snap.data_glob or "profile data_slots"
     _live(f, snap)
-    f.predicted_accept_len = predicted_accept_len(snap.check, s.boundaries)
+    served = None
+    if s.speculative and s.steps is not None and s.topk is not None and s.draft_tokens is not None:
+        served = (s.steps, s.topk, s.draft_tokens)
+    f.predicted_accept_len = predicted_accept_len(snap.check, s.boundaries, served)
+    _advice(f, snap)
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
     return f
+
+
+def _advice(f: Facts, snap: FactsSnapshot) -> None:
+    """What doctor/advice.py reads: the check's grid and per-step acceptance on the served wiring, and
+    the measured configurations."""
+    f.measured_configs = tuple(snap.measured)
+    rep = snap.check
+    if rep is None:
+        return
+    b = snap.server.boundaries
+    hit = rep.for_boundaries(b) if b is not None else rep.result("draft config")
+    if hit is None or hit.top1 is None:
+        return
+    f.step_accept = tuple(hit.step_accept)
+    f.predictions = tuple(r for r in rep.predictions if r.get("boundaries") == hit.boundaries)
 
 
 def _live(f: Facts, snap: FactsSnapshot) -> None:

@@ -1,0 +1,235 @@
+"""Advice from predictions and measurements: which flags to serve (`better-flags`) and why more steps
+do not help a draft whose later steps accept little (`multistep-decay`). Pure: facts in, findings out.
+
+The cost model: one speculative iteration costs the target's forward over the verify tokens plus the
+draft's forwards, t(s, k, d) = t0 + c_verify * (d - 1) + c_draft * s, and yields accept_len tokens,
+so tok/s = accept_len / t. With a no-speculation baseline, t0 = 1 / baseline tok/s (one target
+token); c_verify and c_draft are fitted (least squares, kept >= 0) to the benchmarked configurations'
+measured accept_len / tok/s; with fewer measurements than unknowns the verify cost is taken as flat.
+The check's predicted accept lengths then become predicted tok/s for every configuration it predicted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_tui.doctor.facts import Facts
+from eagle3_tui.doctor.findings import Evidence, Finding
+
+BETTER_FLAGS = "better-flags"
+MULTISTEP_DECAY = "multistep-decay"
+MIN_GAIN = 1.05  # advise only past a 5% predicted gain
+DECAY_DROP = 0.15  # later steps' acceptance this far below step 0's (absolute) is a decay
+LIVE_MATCH = 0.15  # live within 15% of the prediction: serving is not what loses the tokens
+
+Config = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Measured:
+    config: Config
+    accept_len: float
+    tok_s: float
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds per speculative iteration: t0 + c_verify * (d - 1) + c_draft * steps."""
+
+    t0: float
+    c_verify: float
+    c_draft: float
+    calibrated_on: int
+    baseline: bool  # t0 from a measured baseline
+
+    def iteration_s(self, cfg: Config) -> float:
+        s, _, d = cfg
+        return self.t0 + self.c_verify * (d - 1) + self.c_draft * s
+
+    def tok_s(self, cfg: Config, accept_len: float) -> float:
+        return accept_len / self.iteration_s(cfg)
+
+
+def measured_configs(rows: Iterable[Any], boundaries: Sequence[int] | None) -> list[Measured]:
+    """Speculative benchmark (and sweep) ledger rows on these boundaries, the latest per configuration."""
+    latest: dict[Config, Measured] = {}
+    for r in rows:
+        cfg_d = getattr(r, "config", {}) or {}
+        res = getattr(r, "results", {}) or {}
+        if getattr(r, "kind", "") not in ("benchmark", "sweep") or getattr(r, "is_baseline", False):
+            continue
+        if boundaries is not None and cfg_d.get("boundaries") not in (None, list(boundaries)):
+            continue
+        src = res if getattr(r, "kind", "") == "sweep" else cfg_d
+        try:
+            cfg = (int(src["steps"]), int(src["topk"]), int(src["draft_tokens"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        acc, tps = getattr(r, "accept_len", None), getattr(r, "tok_s", None)
+        if acc and tps and acc > 0 and tps > 0:
+            latest[cfg] = Measured(cfg, float(acc), float(tps))
+    return list(latest.values())
+
+
+def _solve2(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares y = a*x1 + b*x2 over (x1, x2, y); a, b >= 0 (one fitted alone when the other is < 0)."""
+    sxx = sum(x1 * x1 for x1, _, _ in rows)
+    syy = sum(x2 * x2 for _, x2, _ in rows)
+    sxy = sum(x1 * x2 for x1, x2, _ in rows)
+    sx = sum(x1 * y for x1, _, y in rows)
+    sy = sum(x2 * y for _, x2, y in rows)
+    det = sxx * syy - sxy * sxy
+    if det > 1e-12 * max(sxx * syy, 1e-30):
+        a, b = (sx * syy - sy * sxy) / det, (sy * sxx - sx * sxy) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    b_only = max(sy / syy, 0.0) if syy > 0 else 0.0
+    a_only = max(sx / sxx, 0.0) if sxx > 0 else 0.0
+    err_b = sum((y - b_only * x2) ** 2 for _, x2, y in rows)
+    err_a = sum((y - a_only * x1) ** 2 for x1, _, y in rows)
+    return (0.0, b_only) if err_b <= err_a else (a_only, 0.0)
+
+
+def calibrate(measured: Sequence[Measured], baseline_tps: float | None) -> CostModel | None:
+    """The cost model fitted to the measured configurations (None when nothing was measured, or
+    when there is neither a baseline nor three configurations to fit t0 from)."""
+    if not measured:
+        return None
+    iters = [(m.config, m.accept_len / m.tok_s) for m in measured]
+    if baseline_tps and baseline_tps > 0:
+        t0 = 1.0 / baseline_tps
+        rows = [(float(d - 1), float(s), t - t0) for (s, _, d), t in iters]
+        if len({(x1, x2) for x1, x2, _ in rows}) >= 2:
+            cv, cd = _solve2(rows)
+        else:  # one configuration: the verify cost is taken as flat, the rest is the draft's
+            cv, cd = 0.0, max(rows[0][2], 0.0) / max(rows[0][1], 1.0)
+        return CostModel(t0, cv, cd, len(measured), True)
+    if len(measured) < 3:
+        return None
+    # no baseline: t0 is a third unknown, scanned over fractions of the fastest iteration, each with
+    # its least-squares costs; the best fit wins
+    best: CostModel | None = None
+    best_err = float("inf")
+    t_min = min(t for _, t in iters)
+    for i in range(1, 20):
+        t0 = t_min * i / 20
+        rows = [(float(d - 1), float(s), t - t0) for (s, _, d), t in iters]
+        cv, cd = _solve2(rows)
+        err = sum((y - cv * x1 - cd * x2) ** 2 for x1, x2, y in rows)
+        if err < best_err:
+            best, best_err = CostModel(t0, cv, cd, len(measured), False), err
+    return best
+
+
+def _cfg_text(cfg: Config) -> str:
+    return f"steps {cfg[0]}, topk {cfg[1]}, draft {cfg[2]}"
+
+
+def _served(f: Facts) -> Config | None:
+    e = f.effective
+    if e is None or not e.speculative or None in (e.steps, e.topk, e.draft_tokens):
+        return None
+    return int(e.steps or 0), int(e.topk or 0), int(e.draft_tokens or 0)
+
+
+def _predictions(f: Facts) -> dict[Config, float]:
+    out: dict[Config, float] = {}
+    for r in f.predictions:
+        try:
+            cfg = (int(r["steps"]), int(r["topk"]), int(r["draft_tokens"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if r.get("accept_len") is not None and cfg not in out:
+            out[cfg] = float(r["accept_len"])
+    return out
+
+
+def _agreement(model: CostModel, measured: Sequence[Measured], preds: dict[Config, float]) -> float | None:
+    """Worst relative error of the model's tok/s against the measured, from the predicted accept lengths."""
+    errs = [abs(model.tok_s(m.config, preds[m.config]) - m.tok_s) / m.tok_s for m in measured if m.config in preds]
+    return max(errs) if errs else None
+
+
+def better_flags(f: Facts) -> Finding | None:
+    """The predicted-fastest configuration when it beats the served one by more than 5%."""
+    preds = _predictions(f)
+    if not preds:
+        return None
+    measured = list(f.measured_configs)
+    model = calibrate(measured, f.baseline_tps)
+    served = _served(f)
+    if model is None:
+        top = max(preds, key=lambda c: preds[c])
+        why = ("no speculative configuration was benchmarked on these boundaries" if not measured
+               else f"{len(measured)} measured configuration(s) and no baseline: too few to fit the costs")
+        return Finding(BETTER_FLAGS, "info", f"no flag advice yet: {why}",
+                       [Evidence("accuracy check", f"highest predicted accept length: {_cfg_text(top)} "
+                                 f"({preds[top]:.2f}); accept length alone does not rank tok/s")],
+                       "Benchmark the served flags and a baseline (or run `eagle3-tui sweep`), then ask again.")
+    speeds = {c: model.tok_s(c, a) for c, a in preds.items()}
+    best = max(speeds, key=lambda c: speeds[c])
+    by_cfg = {m.config: m for m in measured}
+    current = by_cfg[served].tok_s if served in by_cfg else (speeds.get(served) if served else None)
+    if current is None or best == served or speeds[best] < current * MIN_GAIN:
+        return None
+    agree = _agreement(model, measured, preds)
+    sure = (f"calibrated on {model.calibrated_on} measured configuration(s)"
+            + (" and the baseline" if model.baseline else ", no baseline"))
+    title = (f"{_cfg_text(best)}: predicted {preds[best]:.2f} accepted, ~{speeds[best] / current:.2f}x your "
+             f"current tok/s" + (f"; measured configurations agree within {100 * agree:.0f}%" if agree is not None
+                                 else ""))
+    ev = [Evidence("cost model", f"{sure}: per iteration {1e3 * model.t0:.2f} ms + {1e3 * model.c_verify:.3f} ms "
+                                 f"per draft token + {1e3 * model.c_draft:.3f} ms per step")]
+    for c in sorted(speeds, key=lambda c: -speeds[c]):
+        m = by_cfg.get(c)
+        seen = f"; measured {m.accept_len:.2f} at {m.tok_s:.1f} tok/s" if m else ""
+        mark = " (served)" if c == served else ""
+        ev.append(Evidence("prediction", f"{c[0]}/{c[1]}/{c[2]}{mark}: accept {preds[c]:.2f}, "
+                                         f"~{speeds[c]:.1f} tok/s{seen}"))
+    return Finding(BETTER_FLAGS, "info" if model.calibrated_on < 2 else "warning", title, ev,
+                   f"Serve --speculative-num-steps {best[0]} --speculative-eagle-topk {best[1]} "
+                   f"--speculative-num-draft-tokens {best[2]} (the Config pane offers it as a preset), then benchmark.")
+
+
+def chain_limit(step_accept: Sequence[float], steps: int = 32) -> float:
+    """tau of a chain `steps` long whose later steps accept as the last measured one does."""
+    rates = list(step_accept) + [step_accept[-1]] * max(0, steps - len(step_accept))
+    total, prod = 1.0, 1.0
+    for a in rates[:steps]:
+        prod *= a
+        total += prod
+    return total
+
+
+def multistep_decay(f: Facts) -> Finding | None:
+    """Live matches the prediction, but later draft steps accept far less than step 0: a training limit."""
+    a = list(f.step_accept)
+    pred, live = f.predicted_accept_len, f.live_accept_len
+    if len(a) < 2 or pred is None or live is None or pred <= 0:
+        return None
+    if abs(live - pred) / pred > LIVE_MATCH:
+        return None  # far off the prediction: online-offline-gap (or the wiring) explains it first
+    later = sum(a[1:]) / len(a[1:])
+    if a[0] - later < DECAY_DROP:
+        return None
+    ev = [
+        Evidence("accuracy check", "per-step acceptance (conditional): "
+                 + ", ".join(f"step {i + 1} {100 * x:.0f}%" for i, x in enumerate(a))),
+        Evidence("live", f"accept length {live:.2f} against {pred:.2f} predicted for the served flags"),
+        Evidence("chain limit", f"a chain of this draft reaches {chain_limit(a, len(a) + 2):.2f} at "
+                                f"{len(a) + 2} steps and {chain_limit(a):.2f} at 32: more steps add little"),
+    ]
+    if f.accept_rate_definition:
+        ev.append(Evidence("server log", f"its accept rate is {f.accept_rate_definition}: not step 0's top-1"))
+    return Finding(
+        MULTISTEP_DECAY, "info",
+        f"later draft steps accept {100 * later:.0f}% against step 0's {100 * a[0]:.0f}%: the offline top-1 "
+        f"and the online accept rate measure different things, and serving loses nothing",
+        ev,
+        "Train the draft with more test-time-training steps (its own predictions fed back); flags cannot fix this.",
+    )
+
+
+ADVICE_RULES = ((BETTER_FLAGS, better_flags), (MULTISTEP_DECAY, multistep_decay))
