@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 
 from eagle3_tui.cli import main
 from eagle3_tui.commands.replay import sample_log_path
+from eagle3_tui.sglang.logline import LogReader
+from eagle3_tui.sglang.logmix import LINE_CLASSES, RANKS, make_line
 from eagle3_tui.sglang.logscan import scan
 from eagle3_tui.sglang.logsynth import RunPlan, sample_plans, write_log
 from eagle3_tui.telemetry.runs import RunSplitter, RunSummary
@@ -388,3 +391,116 @@ def test_replay_command_uses_workers_on_big_files(tmp_path: Path, multirun: tupl
         assert proc.returncode == 0, proc.stderr
         outs.append(json.loads(proc.stdout))
     assert outs[0] == outs[1] and len(outs[0]["logs"][0]["runs"]) == len(PLANS)
+
+
+# --- a busy server's line mix (logmix) on both paths ---------------------------------------------
+
+
+# Lines next to the mix's classes that a scanner could get wrong: stat-looking text in places
+# where it is no stat line, stat lines in unusual shapes, wrapped lines, failures and the lines
+# after them, the 0.5.20 start line, values that are no numbers.
+ODD_LINES = [
+    "[2026-04-05 20:00:01] Finish: obj=GenerateReqInput(rid='x'), out={'text': ', accept len: 9.99, accept rate: 0.1, "
+    "gen throughput (token/s): 1.00, Decode batch, #running-req: 1'}",
+    "[2026-04-05 20:00:01] Receive: obj=GenerateReqInput(text='[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, "
+    "accept len: 3.00, gen throughput (token/s): 2.00, #queue-req: 0', rid='y')",
+    '[2026-04-05 20:00:01] INFO:     127.0.0.1:5 - "GET /Scheduler%20hit%20an%20exception HTTP/1.1" 404 Not Found',
+    "(SGLangEngine pid=952, ip=127.0.0.1) [2026-04-05 20:00:02 TP0] Decode batch, #running-req: 1, #token: 2, token usage: "
+    "0.00, accept len: 2.50, accept rate: 0.62, cuda graph: True, gen throughput (token/s): 30.00, #queue-req: 0, ",
+    "2026-04-05 20:00:02,659 [INFO] sglang.srt.managers.scheduler_metrics_mixin: Decode batch, #running-req: 1, "
+    "accept len: 1.75, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: 1, accept len: nan, accept rate: x, cuda graph: True, "
+    "gen throughput (token/s): -5.00, #queue-req: 0\r",
+    "[2026-04-05 20:00:03 DP1 TP8] Decode batch [12], #running-req: 2, #full token: 9, full token usage: 0.10, "
+    "#swa token: 3, swa token usage: 0.05, accept len: 2,5, accept rate: 0.4, npu graph: False, "
+    "gen throughput (token/s): 77.125, #queue-req: 0",
+    "[2026-04-05 20:00:04 TP1] Decode batch, #running-req: 1, gen throughput (token/s): 12.34, #queue-req: 0",
+    "[2026-04-05 20:00:04 TP0] Decode batch, #running-req: 1, token usage: 0.10, accept len: 2.25, accept rate: 0.42, "
+    "cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0, est. decode TFLOPS/s (per GPU): 3.1, fwd occupancy: 80%",
+    "[2026-04-05 20:00:05 TP0] Decode batch, #running-req: 1, gen throughput (token/s), #queue-req: 0",
+    "[2026-13-45 99:00:05 TP0] Decode batch, #running-req: 1, accept len: 3.25, gen throughput (token/s): 9.00, #queue-req: 0",
+    "[2026-04-05 20:00:06] server_args={'model_path': '/m', 'speculative_algorithm': 'EAGLE3', "
+    "'speculative_num_steps': 2, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 3}",
+    "[2026-04-05 20:00:06] server_args=ServerArgs(speculative_algorithm='EAGLE3', speculative_num_steps=4, "
+    "speculative_eagle_topk=1, speculative_num_draft_tokens=5)",
+    "[2026-04-05 20:00:07] The server is fired up and ready to roll!",
+    "[2026-04-05 20:00:08 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2740, in run_scheduler_process',
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "[2026-04-05 20:00:09] Received sigquit from a child process. It usually means the child failed.",
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory.",
+    "[2026-04-05 20:00:10] Max running requests is reset to 48 for speculative decoding.",
+    "[2026-04-05 20:00:10] WARNING:  Invalid HTTP request received.",
+    "[2026-04-05 20:00:11 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.5 -> 1.0",
+    "[2026-04-05 20:00:12] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.5925 -> 1.0000 (WARN)",
+    "[2026-04-05 20:00:12] Cache flushed successfully! Health check failed",
+    "[2026-04-05 20:00:12] INFO:     Waiting for application startup.",
+    "[1, 2, 3,",
+    "",
+    "\x00\x00 binary \x00",
+]
+
+
+def _both_paths(data: bytes, block_size: int) -> None:
+    fast, slow = RunSplitter(), RunSplitter()
+    rf = scan(io.BytesIO(data), fast, fast=True, block_size=block_size)
+    rs = scan(io.BytesIO(data), slow, fast=False, block_size=block_size)
+    assert rf.recognized == rs.recognized
+    assert fast.finish() == slow.finish()
+
+
+def _mix_line(rng: random.Random, kind: int, t: float) -> str:
+    names = sorted(LINE_CLASSES)
+    if kind < len(names):
+        return make_line(names[kind], rng, t, style=rng.choice(("0.4.6", "0.5.3", "0.5.4", "0.5.6", "2026")))
+    return ODD_LINES[(kind - len(names)) % len(ODD_LINES)]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(0, len(LINE_CLASSES) + len(ODD_LINES) - 1), max_size=160),
+    st.integers(0, 2**32),
+    st.sampled_from([64, 301, 4096, 1 << 20]),
+)
+def test_fast_equals_slow_on_a_busy_servers_line_mix(kinds: list[int], seed: int, block_size: int) -> None:
+    rng = random.Random(seed)
+    text = "\n".join(_mix_line(rng, k, 1775419200.0 + i * 0.25) for i, k in enumerate(kinds))
+    _both_paths(text.encode("utf-8", "surrogateescape"), block_size)
+
+
+def test_every_mix_class_and_odd_line_in_a_long_log() -> None:
+    rng = random.Random(11)
+    names = sorted(LINE_CLASSES)
+    rows = [_mix_line(rng, rng.randrange(len(names) + len(ODD_LINES)), 1775419200.0 + i) for i in range(6000)]
+    data = ("\n".join(rows) + "\n").encode()
+    for bs in (997, 65536, 1 << 20):
+        _both_paths(data, bs)
+
+
+def test_megabyte_line_tqdm_carriage_returns_and_interleaved_ranks() -> None:
+    rng = random.Random(3)
+    decode = [make_line("decode", rng, 1775419200.0 + i) for i in range(400)]
+    assert {r.strip() for r in RANKS} <= {d.split("]")[0].split(":")[-1][3:].strip() for d in decode}
+    tqdm = make_line("tqdm", rng, 1775419200.0)
+    assert "\r" in tqdm and "█" in tqdm
+    huge_decode = decode[0] + ", pad: " + "x" * ((1 << 20) - len(decode[0]) - 10)  # a 1 MiB stat line: Other
+    huge_garbage = "y" * ((1 << 20) - 1)
+    failure = "[2026-04-05 20:10:00 TP0] Scheduler hit an exception: Traceback (most recent call last):"
+    lines = [
+        decode[0], tqdm, *decode[1:200], huge_decode, tqdm + "\r", *decode[200:300],
+        failure, '  File "x.py", line 1, in f', huge_garbage, "RuntimeError: boom",
+        *decode[300:], tqdm,
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    assert len(huge_decode.encode()) >= 1 << 20 - 16 and len(huge_decode.encode()) <= 1 << 20
+    for bs in (4096, 1 << 16, 1 << 20, 3 << 20):
+        _both_paths(data, bs)
+    runs = _replay(data, fast=True)
+    assert sum(r.decode_lines for r in runs) == 400  # the 1 MiB line is no stat line; all ranks count
+    assert runs[-1].failures[0].last_line == "RuntimeError: boom"  # the 1 MiB line went into the traceback
+    # the same events, line by line, on the reference path: LogReader on the same lines
+    reader = LogReader()
+    events = [ev for line in lines for ev in reader.feed(line)] + reader.flush()
+    kinds = [type(ev).__name__ for ev in events]
+    assert kinds.count("DecodeStats") == 400 and kinds.count("Failure") == 1
+    assert {type(reader.feed(t)[0]).__name__ for t in (tqdm, tqdm + "\r", huge_decode)} == {"Other"}

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from eagle3_tui.sglang.logsynth import decode_line, prefill_line, prefix
 
-__all__ = ["DEFAULT_MIX", "LINE_CLASSES", "RANKS", "MixTruth", "mixed_lines", "write_mixed_log"]
+__all__ = ["DEFAULT_MIX", "LINE_CLASSES", "RANKS", "MixTruth", "make_line", "mixed_lines", "write_mixed_log"]
 
 # Weights per line class, near a busy --log-requests server's log (a third access lines).
 DEFAULT_MIX: dict[str, float] = {
@@ -196,6 +196,11 @@ LINE_CLASSES: dict[str, Callable[[_Ctx], str]] = {
     "asgi_traceback": _asgi_traceback,
     "warning": _warning,
 }
+
+
+def make_line(name: str, rng: random.Random, t: float, style: str = "0.5.6") -> str:
+    """One line of class `name` at clock `t` (multi-line classes hold newlines)."""
+    return LINE_CLASSES[name](_Ctx(rng=rng, t=t, style=style, draft_tokens=4, mean_accept=2.3))
 
 
 def _start(c: _Ctx, steps: int, topk: int) -> list[str]:

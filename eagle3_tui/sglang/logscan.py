@@ -21,9 +21,8 @@ handed to the sink in bulk.
 `fast=False` feeds every line through `LogReader`: the reference the fast path is tested against
 (tests/test_replay.py). Where they may differ, only on lines built to look like SGLang's and not
 be (not on anything SGLang writes): a `Decode batch` line whose `accept len`/`gen throughput`
-keys are spelled with other spacing, repeated, or out of SGLang's order; a bracket of 19-60
-characters opening with a date that holds a stat header itself; a line that opens with `[dddd-`
-and no `]`, directly before an SGLang line; a line over `MAX_LINE` bytes but not characters.
+key repeats while another such line lacks it; a 19-60 character bracket at the start of a line
+that holds a stat header itself; a line over `MAX_LINE` bytes but not characters.
 Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
 """
 
@@ -55,8 +54,9 @@ def _one_line(pattern: str) -> bytes:
 # Written for the regex engine: single-byte loops (`[^\]]`, `[^\n]`) are its fast ones, so they
 # do the skipping, and every alternative starts with its own literal.
 
-# SGLang's prefix, `[%(asctime)s{.msecs}{ DP0}{ TP0}] `, read loosely (a bracket of 19-60 bytes).
-_PREFIX = rb"\[[^\]]{19,60}+\] "
+# SGLang's prefix, `[%(asctime)s{.msecs}{ DP0}{ TP0}] `, read loosely: a bracket of 19-60 bytes
+# on one line (`.` stops at a newline; `.{19}` is the engine's cheapest way to say so).
+_PREFIX = rb"\[.{19}[^\]\n]{0,41}+\] "
 # A Decode line: its body (after `#running-req: `) is read in bulk later; the bound keeps every
 # line taken here within MAX_LINE (longer ones are `Other` and go through LogReader instead).
 _DECODE = rb"Decode batch(?: \[\d{1,12}\])?([.,]) #running-req: ([^\n]{0,%d}+)(?=\n)" % (MAX_LINE - 200)
@@ -87,10 +87,11 @@ _PREFIX_AT = re.compile(rb"\n" + _PREFIX)
 # logline's own reading of SGLang's prefix (groups: date, hh, mm, ss, fraction, ranks).
 _SGLANG_PREFIX = re.compile(logline._SGLANG_PREFIX.pattern.encode())
 
+_TPS_KEY = b", gen throughput (token/s): "
 # Values in decode bodies joined by newlines. A value ends where `split(", ")` (after rstrip)
 # ends it; one that does not is no number (b"", as parse_line's float() would fail on it).
 _END = rb"(?=, |[, \t\r]*\n)"
-_VALUE = rb"[^,\n]{0,64}" + _END
+_VALUE = rb"[^,\n]*+" + _END
 _ACCEPT_LEN = re.compile(rb", accept len: (" + _VALUE + rb"|)")
 # tok/s: a 2-decimal number is taken to one decimal (replay bins it at 0.1 tok/s, and fewer
 # distinct texts count faster); anything else whole. One match per counted decode line.
@@ -261,25 +262,32 @@ class _Scanner:
         raise AssertionError("a row of this block was not found in it")
 
     def _bulk(self, buf: bytes, a: int, b: int, rows: _Rows, i: int, j: int) -> None:
-        """Rows i..j (the decode rows among them) in bulk; they lie between positions a and b."""
-        if j - i - rows.seps[i:j].count(b"") <= 0:
+        """Rows i..j (the decode rows among them) in bulk; they lie between the newlines at a and b - 1."""
+        decode_rows = j - i - rows.seps[i:j].count(b"")
+        if decode_rows <= 0:
             return
         bodies = b"\n".join(rows.bodies[i:j]) + b"\n"
-        n = bodies.count(b", gen throughput (token/s): ")
-        if not n:
-            return
-        both = _BOTH.findall(bodies) if b"accept len" in bodies else []
-        lens: Iterable[bytes]
-        tps: list[bytes] | tuple[bytes, ...]
-        if len(both) == n:  # each tok/s after an accept len (the usual shape): one pass for both
+        n = bodies.count(_TPS_KEY)
+        has_len = b"accept len" in bodies
+        lens: Iterable[bytes] = ()
+        tps: Iterable[bytes] = ()
+        both = _BOTH.findall(bodies) if n and has_len else []
+        if both and len(both) == n:  # each tok/s after an accept len (the usual shape): one pass
             lens, tps = zip(*both, strict=True)
-        else:
+        elif n:
             tps = _GEN_TPS.findall(bodies)
-            lens = _ACCEPT_LEN.findall(bodies) if both else []
+            lens = _ACCEPT_LEN.findall(bodies) if has_len else []
+        if n > decode_rows or bodies.count(b"gen throughput") != n or (
+            has_len and bodies.count(b"accept len") != len(lens)  # type: ignore[arg-type]
+        ):
+            self._feed_lines(buf, a, b - 1)  # a key spelled or repeated otherwise: read them exactly
+            return
+        if not n:
+            return  # no tok/s: no line SGLang writes, and parse_line's reader skips them too
         pairs: Iterable[tuple[bytes, bytes]] = ()
         if self.sink.pairs_wanted > 0:
             pairs = (m.groups() for m in _PAIR.finditer(bodies))  # type: ignore[misc]
-        self.sink.decode_bulk(len(tps), lens, tps, pairs, self._first_time(buf, a, b), self._last_time(buf, a, b))
+        self.sink.decode_bulk(n, lens, tps, pairs, self._first_time(buf, a, b), self._last_time(buf, a, b))
 
     @staticmethod
     def _decode_times(buf: bytes, starts: Iterator[int], b: int) -> float | None:
