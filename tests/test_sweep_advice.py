@@ -113,3 +113,25 @@ def test_multistep_decay_when_live_matches_and_later_steps_fall() -> None:
 def test_the_engine_runs_the_advice_rules() -> None:
     found = {x.rule_id for x in diagnose(_facts((1, 1, 2), _measured((1, 1, 2), (3, 1, 4), (5, 4, 16))))}
     assert "better-flags" in found
+
+
+def test_session_facts_carry_the_tree_prediction_for_the_served_flags() -> None:
+    from eagle3_tui.eagle.accuracy import CheckReport, WiringResult, predicted_accept_len
+    from eagle3_tui.session.events import ServerView
+    from eagle3_tui.session.facts import FactsSnapshot, build_facts
+
+    rep = CheckReport("d", "x", wirings=[WiringResult("training", [0, 2, 6], [0, 1, 2], top1=0.7,
+                                                      step_accept=[0.7, 0.75, 0.74], predicted_accept_len=2.63)],
+                      predictions=[{"steps": 3, "topk": 4, "draft_tokens": 8, "accept_len": 3.25,
+                                    "wiring": "training", "boundaries": [0, 2, 6]},
+                                   {"steps": 3, "topk": 4, "draft_tokens": 8, "accept_len": 1.9,
+                                    "wiring": "serving default", "boundaries": [2, 6, 9]}])
+    server = ServerView(speculative=True, steps=3, topk=4, draft_tokens=8, boundaries=(0, 2, 6))
+    m = Measured((3, 4, 8), 3.3, 120.0)
+    f = build_facts(FactsSnapshot(server=server, check=rep, measured=(m,)))
+    assert f.predicted_accept_len == 3.25  # the tree's, not the chain's 2.63
+    assert f.step_accept == (0.7, 0.75, 0.74)
+    assert [r["wiring"] for r in f.predictions] == ["training"]
+    assert f.measured_configs == (m,)
+    assert predicted_accept_len(rep, [0, 2, 6]) == 2.63  # without the flags: the chain check's number
+    assert predicted_accept_len(rep, [0, 2, 6], (5, 4, 16)) == 2.63  # not predicted: the chain's

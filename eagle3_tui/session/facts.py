@@ -93,6 +93,14 @@ def _advice(f: Facts, snap: FactsSnapshot) -> None:
     """What doctor/advice.py reads: the check's grid and per-step acceptance on the served wiring, and
     the measured configurations."""
     f.measured_configs = tuple(snap.measured)
+    live = snap.live
+    if live is not None and live.last.get("accept_len") and live.last.get("accept_rate_sglang") is not None:
+        from eagle3_tui.telemetry.metrics import RATE_DEFINITIONS, guess_rate_definition
+
+        pair = (float(live.last["accept_len"] or 0.0), float(live.last["accept_rate_sglang"] or 0.0))
+        guess = guess_rate_definition([pair], num_draft_tokens=snap.server.draft_tokens)
+        if guess is not None and guess.definition in RATE_DEFINITIONS:
+            f.accept_rate_definition = RATE_DEFINITIONS[guess.definition]
     rep = snap.check
     if rep is None:
         return
