@@ -63,6 +63,30 @@ async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ledger
     await _story(Session(profile, host=ssh_host), cancel=False)
 
 
+async def _advice(session: Session) -> None:
+    """The doctor on the sweep's measurements: a check predicting the served flags and the grid, one
+    benchmark of the start, and the cost model calibrated on the three configurations measured."""
+    from eagle3_tui.doctor.advice import calibrate, measured_configs
+    from eagle3_tui.session.facts import build_facts
+
+    report = await session.run_check(predict=[(1, 1, 2), (3, 1, 4), (3, 4, 8)], samples=1500)
+    served_b = list(session.server.boundaries)
+    rows = {(r["steps"], r["topk"], r["draft_tokens"]): r["accept_len"] for r in report.predictions
+            if r["boundaries"] == served_b}
+    assert set(rows) == {(1, 1, 2), (3, 1, 4), (3, 4, 8)} and rows[(3, 4, 8)] > rows[(1, 1, 2)]
+    await session.benchmark(**BENCH)
+    measured = measured_configs(session.ledger_rows(), session.server.boundaries)
+    assert {m.config for m in measured} == {(1, 1, 2), (3, 1, 4), (3, 4, 8)}
+    model = calibrate(measured, session.telemetry.baseline_tps)
+    assert model is not None and model.calibrated_on == 3
+    facts = build_facts(session.facts_snapshot())
+    assert facts.predicted_accept_len == rows[(1, 1, 2)]  # the prediction for the served flags
+    found = {f.rule_id: f for f in await session.refresh_findings()}
+    if "better-flags" in found:  # on a busy CPU the served 1/1/2 may really be the fastest
+        assert "calibrated on 3 measured configuration(s)" in found["better-flags"].evidence[0].detail
+    print({m.config: (round(m.accept_len, 2), round(m.tok_s, 1), rows[m.config]) for m in measured})
+
+
 async def _story(session: Session, *, cancel: bool) -> None:
     profile = session.profile
     try:
@@ -95,6 +119,7 @@ async def _story(session: Session, *, cancel: bool) -> None:
 
         if not cancel:
             return
+        await _advice(session)
         # cancelled in the middle of its first restart: the start comes back all the same
         sweep, _ = await _sweep(session)
         task = asyncio.ensure_future(sweep.run())
