@@ -156,3 +156,17 @@ def test_check_prediction_grid_and_table() -> None:
         r["wiring"] = "training"
     lines = format_predictions(rep, served=(3, 4, 8))
     assert lines[-1] == "  training: 3/1/4 2.70, 3/4/8* 3.20"
+
+
+def test_sweep_cli_arguments_and_readonly() -> None:
+    from eagle3_tui.cli import build_parser
+    from eagle3_tui.commands import sweep as cmd
+    from eagle3_tui.session import ReadOnlyError
+
+    a = build_parser().parse_args(["sweep", "--local", "--grid", "3,4,8", "--grid", "5/4/16", "--best", "1",
+                                   "-n", "2", "--yes", "--json"])
+    assert a.func is cmd.run and cmd.parse_grid(a.grid) == [(3, 4, 8), (5, 4, 16)]
+    assert (a.best, a.num_prompts, a.yes, a.json) == (1, 2, True, True)
+    ro = build_parser().parse_args(["sweep", "--local", "--readonly"])
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        cmd.run(ro)
