@@ -150,3 +150,27 @@ def test_a_restart_cut_off_after_the_stop_is_said_and_finished(tmp_path, demo_wo
         assert "cut off" not in r.stderr and r.returncode == 0
     finally:
         stop_processes_under(tmp_path)
+
+
+def test_sigterm_during_a_restart_is_one_line_and_releases_the_lock(tmp_path, demo_world):
+    prof, _cfg, alias = _profile(tmp_path, demo_world)
+    env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
+    env.pop("EAGLE3_TUI_FAULT", None)
+    p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "restart", "--yes", "--host", alias, "--profile", str(prof)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if "loading:" in line or "] loading" in line:
+                break
+        p.send_signal(signal.SIGTERM)
+        _out, err = p.communicate(timeout=60)
+        assert p.returncode == 128 + signal.SIGTERM and err.strip() == "eagle3-tui: terminated", (p.returncode, err)
+        assert not (tmp_path / ".server.log.restart-lock").exists()
+        r = cli(prof, alias, "presets")
+        assert "was cut off before it ended" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        stop_processes_under(tmp_path)
