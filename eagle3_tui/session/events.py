@@ -56,6 +56,7 @@ class ServerView:
     adjusted: tuple[str, ...] = ()
     layer_ids: tuple[int, ...] | None = None
     boundaries: tuple[int, ...] | None = None
+    decode_boundaries: tuple[int, ...] | None = None  # decode's, when CUDA graphs replay other boundaries
     active_preset: str | None = None
     log_path: str | None = None
     log_tail: tuple[str, ...] = ()
@@ -64,6 +65,7 @@ class ServerView:
     accept_len_server: float | None = None
     version: str | None = None
     message: str = ""
+    deployment: str | None = None  # "container 3f2a… (docker)", "systemd unit sglang", "tmux pane"; None: a plain process
 
 
 # ---------------------------------------------------------------- events

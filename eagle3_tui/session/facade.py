@@ -32,6 +32,8 @@ from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
 from eagle3_tui.session.connection import conn_view, make_host
+from eagle3_tui.session.deploy_wiring import check_action, files_of, release_to_log, wire, wire_remembered
+from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.discovery import (
     LaunchSpec,
     ServerProcess,
@@ -53,7 +55,7 @@ from eagle3_tui.session.events import (
     ServerView,
     SessionEvent,
 )
-from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, build_facts
+from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
 from eagle3_tui.session.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.logfeed import LogFeed
 from eagle3_tui.session.monitor import ServerMonitor
@@ -66,7 +68,7 @@ from eagle3_tui.session.presets import (
     plan_flags,
     plan_layers,
 )
-from eagle3_tui.session.probe import TargetInfo, read_target
+from eagle3_tui.session.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
 from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter
 from eagle3_tui.session.served import parse_argv, served
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.remote.host import ConnState, Host
     from eagle3_tui.sglang.client import BenchResult, SGLangClient
+    from eagle3_tui.sglang.installed import Answer
     from eagle3_tui.telemetry.ledger import Ledger, LedgerRow
 
 BENCH_LOG_GRACE_S = 1.0
@@ -131,6 +134,8 @@ class Session:
                                      reread_facts=self.read_launch_facts,
                                      refresh_findings=lambda: self.refresh_findings(quiet=True))
         self._spec: LaunchSpec | None = None
+        self.deployment = Deployment()
+        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -297,6 +302,7 @@ class Session:
         if spec.log_path is None:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
+        wire(self, proc.deployment, proc.argv)
         self.store.save_launch(spec)
         self.views.set_server(state="ready", pid=proc.pid, pgid=proc.pgid, started_at=proc.start_time,
                               port=spec.port, log_path=spec.log_path, argv=spec.argv, kind=proc.kind, message="")
@@ -308,15 +314,16 @@ class Session:
         if args is None:
             return
         view, eff = served(args, target_arch=self.target.arch, draft_text=self.target.draft_text,
-                           num_layers=self.target.num_layers, presets=self.presets())
+                           num_layers=self.target.num_layers, presets=self.presets(), installed=self.installed())
         self.telemetry.num_steps = eff.steps
         self.views.set_server(**view.as_changes())
 
     async def read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
         try:
-            self.target = await read_target(self.host, self._spec, self.profile)
-            self.input_problems = await input_findings(self.host, self.target, self.profile,
+            files = files_of(self.host, self.deployment)  # a container's paths: through its root
+            self.target = await read_target(files, self._spec, self.profile)
+            self.input_problems = await input_findings(files, self.target, self.profile,
                                                        self.target.checkpoint_path)
         except UserError as err:
             self.views.notice(str(err), "warning")
@@ -337,7 +344,7 @@ class Session:
             if self._client is not None:
                 await self._client.aclose()
             local = await self.host.forward(port)
-            self._client = SGLangClient(f"http://127.0.0.1:{local}", timeout=120.0)
+            self._client = SGLangClient(**client_options(self._spec, local), timeout=120.0)
             self._client_port = port
         return self._client
 
@@ -381,8 +388,13 @@ class Session:
 
     def presets(self) -> list[Preset]:
         current = parse_argv(self._spec.argv) if self._spec is not None else None
-        builtins = builtin_presets(data_slots=self.profile.data_slots, current=current)
-        return all_presets(builtins, self.profile.presets, self.target.num_layers)
+        installed = self.installed()
+        builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
+        return all_presets(builtins, self.profile.presets, self.target.num_layers, installed)
+
+    def installed(self) -> Answer | None:
+        """The installed SGLang's answer for the target (no id key): its source, else /server_info's version."""
+        return base_installed(self.target, self.server.version, self.monitor.server_info)
 
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
@@ -394,6 +406,7 @@ class Session:
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")
+        path = self.deployment.host_path(path)
         raw = await self.host.read_bytes(path)
         why = draft_config_problem(path, raw)
         if why is not None:
@@ -401,11 +414,13 @@ class Session:
         before = raw.decode("utf-8")
         self.target.draft_text = before
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
-                           embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux)
+                           embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
+                           installed=self.installed())
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
         self._check_writable(f"apply preset {plan.preset.name!r}")
+        check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
         self.restarter.check_idle()
         if plan.problems:
             raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
@@ -425,6 +440,7 @@ class Session:
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
         self._check_writable("roll back")
+        check_action(self.deployment, "restart")
         self.restarter.check_idle()
         undo = self.changes.next_undo()
         self.restarter.begin()
@@ -464,11 +480,17 @@ class Session:
     async def stop_server(self) -> None:
         if not self.profile.demo:
             self._check_writable("stop the server")
+        check_action(self.deployment, "stop")
         await self.restarter.stop()
 
-    async def restart(self) -> None:
-        """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready."""
+    async def restart(self, *, into_log: bool = False) -> None:
+        """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
+
+        `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
         self._check_writable("restart the server")
+        check_action(self.deployment, "restart", into_log=into_log)
+        if into_log:
+            release_to_log(self)
         self.restarter.check_idle()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
@@ -481,6 +503,7 @@ class Session:
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
         self._check_writable("restart the server")
+        check_action(self.deployment, "flags")
         self.restarter.check_idle()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
@@ -510,6 +533,7 @@ class Session:
         """The restart (the caller claimed it), then what the new server says about itself."""
         assert self._spec is not None
         self._spec = with_log_path(self._spec, self.profile.log_path)
+        wire_remembered(self, self._spec)
         self.store.begin_restart({"reason": reason, "since": time.time(), "port": self._spec.port,
                                   "pgid_before": self.server.pgid, "pid": os.getpid()})
         try:

@@ -7,6 +7,7 @@ pure function over it: this module never sees the `Session`.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +16,13 @@ from eagle3_tui.eagle.accuracy import predicted_accept_len
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import ServerView
-from eagle3_tui.session.probe import TargetInfo
+from eagle3_tui.session.probe import TargetInfo, installed_for_version
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.sglang.client import BenchResult
+    from eagle3_tui.sglang.installed import Answer
     from eagle3_tui.telemetry.metrics import MetricsSummary
 
 LIVE_WINDOW_S = 120.0
@@ -54,16 +56,18 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f = Facts()
     t = snap.target
     s = snap.server
-    if snap.launch_argv is not None:
-        with contextlib.suppress(UserError):
-            f.launch = launch.parse_launch(snap.launch_argv)
-            f.effective = launch.effective(f.launch, target_arch=t.arch)
-        f.launch_source = f"process {s.pid}" if s.pid else "launch command (profile)"
-    f.server_args = snap.server_info
     if t.draft_text is not None:
         with contextlib.suppress(UserError):
             f.draft_config = DraftConfig.parse(t.draft_text, source=t.draft_config_path or "draft config")
         f.draft_config_path = t.draft_config_path
+    f.installed = installed_answer(snap, f.draft_config)
+    if snap.launch_argv is not None:
+        auto = f.installed.auto_spec if f.installed is not None else None
+        with contextlib.suppress(UserError):
+            f.launch = launch.parse_launch(snap.launch_argv)
+            f.effective = launch.effective(f.launch, target_arch=t.arch, auto=auto)
+        f.launch_source = f"process {s.pid}" if s.pid else "launch command (profile)"
+    f.server_args = snap.server_info
     f.target_num_layers = t.num_layers
     f.target_hidden_size = t.hidden_size
     f.target_arch = t.arch
@@ -73,6 +77,9 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.checkpoint_tensors = t.checkpoint_tensors
     f.embed_capture_supported = t.embed_capture
     f.embed_capture_evidence = t.embed_capture_source or None
+    if f.installed is not None and f.embed_capture_supported is None:
+        f.embed_capture_supported = f.installed.embed_capture
+        f.embed_capture_evidence = f"SGLang {f.installed.version or '?'} ({f.installed.source})"
     if snap.data_slots:
         f.data_slot_boundaries = tuple(snap.data_slots)
         f.training_convention = "[:-1]"
@@ -87,6 +94,30 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
     return f
+
+
+def installed_answer(snap: FactsSnapshot, draft: DraftConfig | None) -> Answer | None:
+    """The installed SGLang's answer for the draft config's ids: read from the server's source, else the
+    version table for `/server_info`'s version ("assumed from version X" in its evidence)."""
+    base = base_installed(snap.target, snap.server.version, snap.server_info)
+    if base is None:
+        return None
+    ids = draft.sglang_layer_ids if draft is not None else None
+    return base if base.layer_ids == ids else base.evaluate(ids)
+
+
+def base_installed(t: TargetInfo, version: str | None, server_info: dict[str, Any] | None) -> Answer | None:
+    """The installed answer with no id key: the server's source read, else the table for its version."""
+    if t.installed is not None or not t.installed_fallback:
+        return t.installed
+    info = server_info or {}
+    reported = info.get("version")
+    return _table_answer(version or (reported if isinstance(reported, str) else None), t.arch, t.num_layers)
+
+
+@functools.lru_cache(maxsize=16)
+def _table_answer(version: str | None, arch: str | None, num_layers: int | None) -> Answer | None:
+    return installed_for_version(version, arch, num_layers)
 
 
 def _advice(f: Facts, snap: FactsSnapshot) -> None:

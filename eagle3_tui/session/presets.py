@@ -10,6 +10,7 @@ import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from eagle3_tui.eagle import wiring
 from eagle3_tui.eagle.draft_config import DraftConfig, json_diff, set_layer_ids, validate_layer_ids
@@ -17,9 +18,14 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.sglang import launch
 
+if TYPE_CHECKING:
+    from eagle3_tui.sglang.installed import Answer
+
 DEFAULT_PRESET = "sglang-default"
 TRAIN_PRESET = "train-[:-1]"
 NO_SPEC_PRESET = "no-speculation"
+NO_GRAPH_PRESET = "disable-cuda-graph"
+DISABLE_CUDA_GRAPH = "--disable-cuda-graph"
 LAUNCH_COMMAND_PATH = "launch command"
 
 _SPEC_FLAGS = (
@@ -61,25 +67,46 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def ids_for(boundaries: Sequence[int], installed: Answer | None) -> tuple[int, ...]:
+    """The draft-config ids that make the installed release capture `boundaries` (its own shift rule);
+    the generic +1 rule when the release is unknown or no id list does (the plan then says why)."""
+    if installed is not None:
+        got = installed.ids_for(boundaries)
+        if got is not None:
+            return got
+    return wiring.boundaries_to_sglang_ids(boundaries)
+
+
 def builtin_presets(
-    *, data_slots: Sequence[int] | None, current: launch.LaunchArgs | None = None
+    *, data_slots: Sequence[int] | None, current: launch.LaunchArgs | None = None, installed: Answer | None = None
 ) -> list[Preset]:
-    """`sglang-default` (key absent), `train-[:-1]` (needs the data's slot boundaries),
-    `no-speculation` (for baselines) and, when topk 1 overrides the draft tokens, `steps=draft-1`."""
+    """`sglang-default` (key absent), `train-[:-1]` (needs the data's slot boundaries, written as the
+    installed release needs them), `no-speculation` (for baselines), `disable-cuda-graph` where graphed
+    decode would replay other boundaries than prefill, and, when topk 1 overrides the draft tokens,
+    `steps=draft-1`."""
     out = [
         Preset(DEFAULT_PRESET, "layers", None, builtin=True,
                description="no layer-id key: SGLang captures its default boundaries 2, N/2, N-3"),
     ]
+    train_ids: tuple[int, ...] | None = None
     if data_slots and len(data_slots) >= 2:
         bounds = tuple(data_slots[:-1])
+        train_ids = ids_for(bounds, installed)
         out.append(
-            Preset(TRAIN_PRESET, "layers", wiring.boundaries_to_sglang_ids(bounds), builtin=True,
+            Preset(TRAIN_PRESET, "layers", train_ids, builtin=True,
                    description=f"what the trainer fed fc: the data's first slots [:-1] = {wiring.format_boundaries(bounds)}")
         )
     out.append(
         Preset(NO_SPEC_PRESET, "flags", flags=dict.fromkeys(_SPEC_FLAGS), builtin=True,
                description="the server without speculation, for a baseline benchmark")
     )
+    if installed is not None and current is not None and not current.has_flag(DISABLE_CUDA_GRAPH):
+        if installed.prefill_only or (train_ids is not None and installed.evaluate(train_ids).prefill_only):
+            out.append(
+                Preset(NO_GRAPH_PRESET, "flags", flags={DISABLE_CUDA_GRAPH: True}, builtin=True,
+                       description=f"SGLang {installed.version or '?'} captures the decode CUDA graphs before the "
+                       "draft's ids: without graphs every step gets the ids (or upgrade to 0.5.11+)")
+            )
     if current is not None and current.eagle_topk == 1 and current.num_steps and current.num_draft_tokens:
         if current.num_draft_tokens != current.num_steps + 1:
             steps = current.num_draft_tokens - 1
@@ -91,17 +118,24 @@ def builtin_presets(
     return out
 
 
-def all_presets(builtins: Sequence[Preset], user: Sequence[Preset], num_layers: int | None) -> list[Preset]:
+def all_presets(
+    builtins: Sequence[Preset], user: Sequence[Preset], num_layers: int | None, installed: Answer | None = None
+) -> list[Preset]:
     """Built-ins then the profile's (a user preset with a built-in's name replaces it), with boundaries."""
     by_name: dict[str, Preset] = {p.name: p for p in builtins}
     for p in user:
         by_name[p.name] = p
-    return [with_boundaries(p, num_layers) for p in by_name.values()]
+    return [with_boundaries(p, num_layers, installed) for p in by_name.values()]
 
 
-def with_boundaries(p: Preset, num_layers: int | None) -> Preset:
+def with_boundaries(p: Preset, num_layers: int | None, installed: Answer | None = None) -> Preset:
+    """The boundaries prefill captures for the preset's ids: the installed release's rule when known
+    (nothing when it fails), else the generic +1 rule."""
     if p.kind != "layers" or num_layers is None:
         return p
+    if installed is not None and installed.num_layers == num_layers:
+        got = installed.evaluate(p.layer_ids)
+        return replace(p, boundaries=got.captures if got.fails is None else None)
     return replace(p, boundaries=wiring.sglang_ids_to_boundaries(p.layer_ids, num_layers))
 
 
@@ -120,11 +154,19 @@ def plan_layers(
     num_layers: int | None,
     embed_capture: bool | None,
     fc_num_aux: int | None,
+    installed: Answer | None = None,
 ) -> ApplyPlan:
-    """The draft config with the preset's ids, validated: ids in range, fc width, -1 only with the patch."""
+    """The draft config with the preset's ids, validated: ids in range, fc width, -1 only with the patch;
+    with the installed release known, its own answer (start-up failures, what prefill and decode get)."""
     cfg = DraftConfig.parse(before, source=path)
     after = set_layer_ids(before, preset.layer_ids)
     ids = preset.layer_ids
+    if installed is not None and num_layers is not None and installed.num_layers == num_layers:
+        problems, notes = _installed_checks(installed, ids, fc_num_aux)
+        if cfg.top_level_layer_ids is not None:
+            notes.append("the config also has a top-level eagle_aux_hidden_state_layer_ids, which SGLang ignores")
+        return ApplyPlan(preset, path, before, after, json_diff(before, after, path=path), problems, notes,
+                         sha256_text(before))
     problems = validate_layer_ids(ids, num_layers, embed_capture=embed_capture, num_aux=fc_num_aux)
     warnings: list[str] = []
     if ids is None and fc_num_aux is not None and fc_num_aux != 3:
@@ -140,6 +182,27 @@ def plan_layers(
         warnings.append(f"the draft will receive boundaries {wiring.format_boundaries(b)}")
     return ApplyPlan(preset, path, before, after, json_diff(before, after, path=path), problems, warnings,
                      sha256_text(before))
+
+
+def _installed_checks(
+    installed: Answer, ids: tuple[int, ...] | None, fc_num_aux: int | None
+) -> tuple[list[str], list[str]]:
+    """(problems, warnings) for these ids on the installed release, in its own words."""
+    a = installed.evaluate(ids)
+    problems = validate_layer_ids(ids, None, num_aux=fc_num_aux)
+    warnings: list[str] = []
+    if a.fails is not None:
+        problems.append(f"SGLang {a.version or '?'} ({a.source}): {a.fails}")
+        return problems, warnings
+    got = a.captures or ()
+    if ids is None and fc_num_aux is not None and fc_num_aux != len(got):
+        problems.append(f"SGLang's default captures {len(got)} hidden states, but the draft's fc takes {fc_num_aux}")
+    warnings.append(f"the draft will receive boundaries {wiring.format_boundaries(got)} "
+                    f"(SGLang {a.version or '?'}, {a.source})")
+    if a.prefill_only:
+        warnings.append(f"only prefill gets them: decode under CUDA graphs replays "
+                        f"{wiring.format_boundaries(a.captures_cuda_graph)} ({DISABLE_CUDA_GRAPH} or SGLang >= 0.5.11)")
+    return problems, warnings
 
 
 def set_flags(argv: Sequence[str], flags: Mapping[str, object]) -> list[str]:

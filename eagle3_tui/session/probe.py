@@ -24,8 +24,11 @@ if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
     from eagle3_tui.session.discovery import LaunchSpec
+    from eagle3_tui.sglang.installed import Answer
 
 SIM_PATCH_FLAG = "--sim-embed-capture-patch"
+SIM_VERSION_FLAG = "--sglang-version"
+SIM_ARCH_FLAG = "--sim-target-arch"
 
 
 @dataclass
@@ -45,6 +48,14 @@ class TargetInfo:
     target_config_path: str | None = None
     checkpoint_path: str | None = None
     checkpoint_tensors: dict[str, TensorInfo] | None = None
+    installed: Answer | None = None
+    """The installed SGLang's answer for this target with no id key (`evaluate` gives the draft's ids);
+    None when neither its source nor its version could be read."""
+    installed_from: str = ""
+    """Where the model came from: the package directory read, or the sim's release flag."""
+    installed_fallback: bool = True
+    """Whether `/server_info`'s version may stand in when `installed` is None (not for a sim that models
+    no release: it runs without CUDA graphs and has its own embed-capture flag)."""
 
 # Prints one JSON line per safetensors file of a draft dir: name, size, the first 8 + n bytes (base64).
 _HEADERS = r"""
@@ -206,8 +217,100 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
     if draft_dir:
         await _read_checkpoint(host, draft_dir, t)
     if spec is not None:
-        t.embed_capture, t.embed_capture_source = await embed_capture_support(host, spec, profile, t.arch)
+        if args is not None and args.kind == launch.KIND_SIM:
+            _sim_arch(args, t)
+        t.installed, t.installed_from = await read_installed(host, spec, profile, t.arch, t.num_layers)
+        t.installed_fallback = not (args is not None and args.kind == launch.KIND_SIM)
+        if t.installed is not None:
+            a = t.installed
+            t.embed_capture = a.embed_capture
+            t.embed_capture_source = (f"SGLang {a.version or '?'} ({a.source}{', patched' if a.patched else ''}) "
+                                      f"{'captures' if a.embed_capture else 'does not capture'} the embedding for "
+                                      f"layer id -1 on {a.arch.architecture}")
+        else:
+            t.embed_capture, t.embed_capture_source = await embed_capture_support(host, spec, profile, t.arch)
     return t
+
+
+def _sim_arch(args: launch.LaunchArgs, t: TargetInfo) -> None:
+    """The sim's declared target architecture (`--sim-target-arch`) stands for the tiny world's config."""
+    from eagle3_tui.sglang.installed import lookup
+
+    declared = args.flag_value(SIM_ARCH_FLAG)
+    if declared:
+        with contextlib.suppress(UserError):
+            t.arch = lookup(declared).architecture
+
+
+def server_env_argv(spec: LaunchSpec, argv: list[str]) -> list[str]:
+    """`argv` run with the server's own PYTHONPATH (the rest of its import path is its interpreter's)."""
+    env = [f"{k}={v}" for k, v in spec.env.items() if k == "PYTHONPATH"]
+    return ["env", *env, *argv] if env else argv
+
+
+async def locate_sglang(host: Host, spec: LaunchSpec, profile: Profile) -> str | None:
+    """The sglang package directory the server imports: its interpreter, PYTHONPATH and cwd ask find_spec."""
+    from eagle3_tui.sglang.installed.locate import find_argv, package_dir_from
+
+    python = _server_python(spec, profile)
+    if python is None:
+        return None
+    try:
+        res = await host.run(server_env_argv(spec, find_argv(python)), cwd=spec.cwd or None, timeout=60)
+    except UserError:
+        return None
+    return package_dir_from(res.stdout) if res.exit_code == 0 else None
+
+
+async def read_installed(
+    host: Host, spec: LaunchSpec, profile: Profile, arch: str | None, num_layers: int | None
+) -> tuple[Answer | None, str]:
+    """The installed SGLang's answer for the target (no id key) and where it was read.
+
+    The sim: the table for its `--sglang-version`. Real SGLang: only the files the model needs, read
+    from the package the server imports; None when that cannot be found (the session then falls back to
+    `/server_info`'s version, see `installed_for_version`).
+    """
+    from eagle3_tui.sglang.installed import answer, gather, lookup, read_release
+
+    if not arch or not num_layers:
+        return None, ""
+    try:
+        target = lookup(arch)
+        args = launch.parse_launch(spec.argv)
+    except UserError:
+        return None, ""
+    if args.kind == launch.KIND_SIM:
+        version = args.flag_value(SIM_VERSION_FLAG)
+        if not version:
+            return None, ""
+        return answer(read_release(None, version=version), target, num_layers, None), f"sim {SIM_VERSION_FLAG} {version}"
+    root = await locate_sglang(host, spec, profile)
+    if root is None:
+        return None, ""
+
+    async def fetch(rel: str) -> str | None:
+        try:
+            return str(await host.read_text(f"{root}/{rel}"))
+        except UserError:
+            return None
+
+    got, files = await gather(fetch, lambda read: answer(read_release(read), target, num_layers, None))
+    if not any(text is not None for text in files.values()):
+        return None, ""
+    return got, root
+
+
+def installed_for_version(version: str | None, arch: str | None, num_layers: int | None) -> Answer | None:
+    """The version table's answer (`/server_info`'s version), for a server whose source could not be read."""
+    from eagle3_tui.sglang.installed import answer, lookup, read_release
+
+    if not version or not arch or not num_layers:
+        return None
+    try:
+        return answer(read_release(None, version=version), lookup(arch), num_layers, None)
+    except UserError:
+        return None
 
 
 async def _read_target_config(host: Host, model_dir: str, t: TargetInfo) -> None:
@@ -234,3 +337,19 @@ async def _read_checkpoint(host: Host, draft_dir: str, t: TargetInfo) -> None:
     fc = (tensors or {}).get("fc.weight")
     if fc is not None and t.hidden_size and len(fc.shape) == 2 and fc.shape[1] % t.hidden_size == 0:
         t.fc_num_aux = fc.shape[1] // t.hidden_size
+
+
+def client_options(spec: LaunchSpec | None, local_port: int) -> dict[str, Any]:
+    """SGLangClient's base URL and credentials for the forwarded port, from the server's own command line:
+    `--api-key K` is sent as a Bearer token; `--ssl-certfile` (0.5.12+) means https. The certificate names
+    the server's host, not the 127.0.0.1 end of the forward, so it is not verified here (the SSH tunnel
+    already authenticates the host)."""
+    from eagle3_tui.sglang.client import base_url
+
+    args = None
+    if spec is not None:
+        with contextlib.suppress(UserError):
+            args = launch.parse_launch(spec.argv)
+    key = args.flag_value("--api-key") if args is not None else None
+    tls = args is not None and args.flag_value("--ssl-certfile") is not None
+    return {"base_url": base_url("127.0.0.1", local_port, tls=tls), "api_key": key or None, "verify": not tls}

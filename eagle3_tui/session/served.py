@@ -9,12 +9,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.presets import NO_SPEC_PRESET
 from eagle3_tui.sglang import launch
+
+if TYPE_CHECKING:
+    from eagle3_tui.sglang.installed import Answer
+
+DISABLE_CUDA_GRAPH = "--disable-cuda-graph"
 
 
 @dataclass(frozen=True)
@@ -30,7 +36,10 @@ class Served:
     adjusted: tuple[str, ...]
     layer_ids: tuple[int, ...] | None
     boundaries: tuple[int, ...] | None
+    """What prefill captures (the installed release's rule when it is known)."""
     active_preset: str | None
+    decode_boundaries: tuple[int, ...] | None = None
+    """What decode feeds the draft, when it differs from prefill (CUDA graphs captured before the ids)."""
 
     def as_changes(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -62,6 +71,18 @@ def layer_ids_and_boundaries(
     return cfg.sglang_layer_ids, boundaries
 
 
+def installed_boundaries(
+    installed: Answer, ids: tuple[int, ...] | None, args: launch.LaunchArgs
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(prefill, decode when it differs) for these ids on the installed release; None when start-up fails."""
+    a = installed if installed.layer_ids == ids else installed.evaluate(ids)
+    if args.has_flag(DISABLE_CUDA_GRAPH):
+        return (None, None) if a.fails_without_cuda_graph else (a.captures_without_cuda_graph, None)
+    if a.fails or a.captures is None:
+        return None, None
+    return a.captures, (a.captures_cuda_graph if a.prefill_only else None)
+
+
 def active_preset(presets: Sequence[Preset], ids: tuple[int, ...] | None, args: launch.LaunchArgs) -> str | None:
     """The preset the server runs: no-speculation, or the layer preset with the served ids."""
     if not args.speculative:
@@ -76,10 +97,16 @@ def served(
     draft_text: str | None,
     num_layers: int | None,
     presets: Sequence[Preset],
+    installed: Answer | None = None,
 ) -> tuple[Served, launch.EffectiveSpec]:
-    """The served fields for a parsed launch command (and SGLang's effective spec, for the telemetry)."""
-    eff = launch.effective(args, target_arch=target_arch)
+    """The served fields for a parsed launch command (and SGLang's effective spec, for the telemetry).
+    With the installed release known, its capture rule and auto-choice decide; else the generic rule."""
+    auto = installed.auto_spec if installed is not None else None
+    eff = launch.effective(args, target_arch=target_arch, auto=auto)
     ids, boundaries = layer_ids_and_boundaries(draft_text, num_layers)
+    decode = None
+    if installed is not None and (ids is not None or boundaries is not None):
+        boundaries, decode = installed_boundaries(installed, ids, args)
     view = Served(
         speculative=eff.speculative,
         algorithm=eff.algorithm,
@@ -91,5 +118,6 @@ def served(
         layer_ids=ids,
         boundaries=boundaries,
         active_preset=active_preset(presets, ids, args),
+        decode_boundaries=decode,
     )
     return view, eff

@@ -111,6 +111,8 @@ def server_text(server: ServerView, now: float) -> str:
         text += f" pid {server.pid}"
     if server.state == "ready" and server.started_at:
         text += f" up {fmt_duration(now - server.started_at)}"
+    if server.deployment:
+        text += f" · {escape(server.deployment)}"
     return text
 
 
@@ -125,7 +127,10 @@ def flags_text(server: ServerView) -> str:
 
 
 def wiring_text(server: ServerView) -> str:
-    return f"ids {escape(fmt_ids(server.layer_ids))} → {escape(format_boundaries(server.boundaries))}"
+    text = f"ids {escape(fmt_ids(server.layer_ids))} → {escape(format_boundaries(server.boundaries))}"
+    if server.decode_boundaries is not None and server.decode_boundaries != server.boundaries:
+        text += f" [$accept-warn](decode: {escape(format_boundaries(server.decode_boundaries))})[/]"
+    return text
 
 
 def accept_text(summary: MetricsSummary, server: ServerView, expected: float | None) -> str:
