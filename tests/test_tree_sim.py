@@ -62,3 +62,34 @@ def test_topk_one_through_the_tree_path_is_the_chain(demo_world: Any, tmp_path: 
     a, len_a = _run(chain, prompts[:2], 24)
     b, len_b = _run(chain, prompts[:2], 24, tree=True)
     assert a == b and len_a == pytest.approx(len_b)
+
+
+def test_the_sim_server_drafts_trees_over_http(sim_server: Any) -> None:
+    """--speculative-eagle-topk 4 reaches the engine: meta_info's accept length is the tree's, the log's
+    decode lines say the same, and nothing says trees are not simulated."""
+    import httpx
+
+    from eagle3_tui.sglang.logline import DecodeStats, parse_line
+
+    tree = ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5", "--speculative-eagle-topk",
+            "4", "--speculative-num-draft-tokens", "16", "--sim-embed-capture-patch", "--decode-log-interval", "1")
+    srv = sim_server(*tree, layer_ids=[-1, 1, 5])
+    with httpx.Client(base_url=srv.base_url, timeout=60) as c:
+        meta = c.post("/generate", json={"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 32}}
+                      ).json()["meta_info"]
+        info = c.get("/server_info").json()
+    assert meta["completion_tokens"] == 32 and meta["spec_verify_ct"] < 32
+    assert meta["spec_draft_token_num"] == meta["spec_verify_ct"] * 15
+    assert info["speculative_eagle_topk"] == 4 and info["speculative_num_draft_tokens"] == 16
+    text = srv.log_text()
+    assert "not simulated" not in text
+    decodes = [e for e in (parse_line(x) for x in text.splitlines()) if isinstance(e, DecodeStats)]
+    assert decodes and max(d.accept_len or 0 for d in decodes) > 2.0
+
+
+def test_more_draft_tokens_than_the_tree_proposes_fails_at_start(sim_server: Any) -> None:
+    srv = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                     "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "8", wait_ready=False)
+    assert srv.proc.returncode not in (None, 0)
+    text = srv.log_text()
+    assert "Scheduler hit an exception" in text and "selected index k out of range" in text
