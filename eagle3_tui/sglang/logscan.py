@@ -28,9 +28,10 @@ Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropp
 
 from __future__ import annotations
 
+import gc
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
 from typing import Protocol
@@ -87,7 +88,6 @@ _PREFIX_AT = re.compile(rb"\n" + _PREFIX)
 # logline's own reading of SGLang's prefix (groups: date, hh, mm, ss, fraction, ranks).
 _SGLANG_PREFIX = re.compile(logline._SGLANG_PREFIX.pattern.encode())
 
-_TPS_KEY = b", gen throughput (token/s): "
 # Values in decode bodies joined by newlines. A value ends where `split(", ")` (after rstrip)
 # ends it; one that does not is no number (b"", as parse_line's float() would fail on it).
 _END = rb"(?=, |[, \t\r]*\n)"
@@ -99,6 +99,12 @@ _TPS_VALUE = rb"(\d{1,12}\.\d(?=\d(?:, |[, \t\r]*\n))|" + _VALUE + rb"|)"
 _GEN_TPS = re.compile(rb", gen throughput \(token/s\): " + _TPS_VALUE)
 # Both in one pass, where tok/s follows accept len with no `(` between (as SGLang prints them).
 _BOTH = re.compile(_ACCEPT_LEN.pattern + rb"[^(\n]*+(?<=, gen throughput )\(token/s\): " + _TPS_VALUE)
+# The same for the plain 2-decimal numbers SGLang prints, in fewer steps: bodies are joined with
+# "\n(" so that `[^(]` (the engine's fast loop) stops at the end of its body.
+_BODY_SEP = b"\n("
+_PLAIN_BOTH = re.compile(
+    rb", accept len: (\d{1,3}\.\d\d)(?=, )[^(]*+(?<=, gen throughput )\(token/s\): (\d{1,12}\.\d)\d" + _END
+)
 _PAIR = re.compile(rb", accept len: (" + _VALUE + rb"), accept rate: (" + _VALUE + rb")")
 
 
@@ -266,24 +272,24 @@ class _Scanner:
         decode_rows = j - i - rows.seps[i:j].count(b"")
         if decode_rows <= 0:
             return
-        bodies = b"\n".join(rows.bodies[i:j]) + b"\n"
-        n = bodies.count(_TPS_KEY)
-        has_len = b"accept len" in bodies
-        lens: Iterable[bytes] = ()
-        tps: Iterable[bytes] = ()
-        both = _BOTH.findall(bodies) if n and has_len else []
-        if both and len(both) == n:  # each tok/s after an accept len (the usual shape): one pass
+        bodies = _BODY_SEP.join(rows.bodies[i:j]) + _BODY_SEP
+        n = bodies.count(b"gen throughput")
+        if not n:
+            return  # no tok/s: not a line SGLang writes, and RunSplitter skips such lines too
+        tps: Sequence[bytes] = ()
+        lens: Sequence[bytes] = ()
+        nlen = bodies.count(b"accept len") if b"accept len" in bodies else 0
+        both = _PLAIN_BOTH.findall(bodies) if nlen == n else []
+        if len(both) != n and nlen == n:
+            both = _BOTH.findall(bodies)
+        if both and len(both) == n:  # each tok/s after its accept len (the usual shape): one pass
             lens, tps = zip(*both, strict=True)
-        elif n:
+        else:
             tps = _GEN_TPS.findall(bodies)
-            lens = _ACCEPT_LEN.findall(bodies) if has_len else []
-        if n > decode_rows or bodies.count(b"gen throughput") != n or (
-            has_len and bodies.count(b"accept len") != len(lens)  # type: ignore[arg-type]
-        ):
+            lens = _ACCEPT_LEN.findall(bodies) if nlen else []
+        if n > decode_rows or len(tps) != n or len(lens) != nlen:
             self._feed_lines(buf, a, b - 1)  # a key spelled or repeated otherwise: read them exactly
             return
-        if not n:
-            return  # no tok/s: no line SGLang writes, and parse_line's reader skips them too
         pairs: Iterable[tuple[bytes, bytes]] = ()
         if self.sink.pairs_wanted > 0:
             pairs = (m.groups() for m in _PAIR.finditer(bodies))  # type: ignore[misc]
@@ -346,7 +352,16 @@ def scan(
     `reader` continues a LogReader's state; `flush=False` leaves a failure still reading its
     traceback pending in it (for a caller that reads on from where this stream ends).
     """
-    sc = _Scanner(sink, reader)
+    collecting = gc.isenabled()
+    gc.disable()  # findall makes a tuple per row: the collector would walk them all, for nothing
+    try:
+        return _scan(stream, _Scanner(sink, reader), fast, block_size, probe_bytes, flush)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _scan(stream: ByteSource, sc: _Scanner, fast: bool, block_size: int, probe_bytes: int, flush: bool) -> ScanResult:
     process = sc.fast_range if fast else sc.slow_range
     res = sc.result
     rest = b""  # the start of a line that ends in a later chunk
