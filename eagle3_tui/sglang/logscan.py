@@ -1,29 +1,32 @@
 """Reading a whole log file fast (replay), with the same meaning as `LogReader`.
 
-A Python loop over lines costs about 1 µs a line; `grep` reads 15 M lines/s. So one compiled
+A Python loop over lines costs about 1 µs a line; `grep` reads 10-15 M lines/s. So one compiled
 pattern, `_ROW`, runs over each block of whole lines (`findall`, C speed) and returns only the
-lines that matter, with their fields already cut out:
+lines that matter, already cut:
 
-- a Decode line in SGLang's own shape (`[date time RANKS] Decode batch..., #running-req: ...`, up
-  to a length bound) gives its `accept len` and `gen throughput` texts (the last occurrence of
-  each, as the `key: value` split keeps the last);
+- a Decode line in SGLang's shape (`[date time RANKS] Decode batch..., #running-req: ...`, within
+  a length bound) gives its body; the bodies of a stretch are joined and their `accept len` and
+  `gen throughput` values read by one more pattern (`_PLAIN_BOTH` for SGLang's plain numbers,
+  general ones otherwise), with counts of the keys that send any stretch they do not explain
+  (a key spelled or repeated otherwise) through LogReader instead;
 - any other line that is not provably uninteresting gives its text, with the traceback lines that
-  follow it (lines that do not start a log record, exactly as `LogReader` decides), so a failure
-  and its traceback are one row.
+  follow it (the lines LogReader would absorb: no record start, or longer than MAX_LINE), so a
+  failure and its traceback are one row.
 
-Lines that can only be a Prefill, an access line, a `--log-requests` dump (never an event), a
-KV-cache retraction notice or `Cache flushed successfully!` make the pattern fail at their start
-and cost no Python at all. The odd rows of a block are checked at once for `KEY_NEEDLES` (every
-line `parse_line` turns into an event a replay uses holds one); the few that hold one are found
-in the block and fed, line by line, through `LogReader`, and the decode rows between them are
-handed to the sink in bulk.
+Lines that can only be an access line, a `--log-requests` dump, a Prefill line (never an event a
+replay uses), a KV-cache retraction notice or `Cache flushed successfully!` make the pattern fail
+at their start: they cost no Python. The odd rows of a block are checked at once for `KEY_NEEDLES`
+(every line parse_line turns into such an event holds one); the few that hold one are found in the
+block and fed line by line through LogReader, and the decode rows between them go to the sink in
+bulk. Logs in other loggers' wrappers (Ray, Kubernetes, Python logging) are odd rows: read right,
+through LogReader, more slowly.
 
-`fast=False` feeds every line through `LogReader`: the reference the fast path is tested against
-(tests/test_replay.py). Where they may differ, only on lines built to look like SGLang's and not
-be (not on anything SGLang writes): a `Decode batch` line whose `accept len`/`gen throughput`
-key repeats while another such line lacks it; a 19-60 character bracket at the start of a line
-that holds a stat header itself; a line over `MAX_LINE` bytes but not characters.
-Memory is bounded by the block size; a line longer than `MAX_LONG_LINE` is dropped unread.
+`fast=False` feeds every line through LogReader: the reference the fast path is tested against
+(tests/test_replay.py, over a busy server's line mix, eagle3_tui.sglang.logmix). They can differ
+only on lines built to look like SGLang's and not be: a Decode line repeating a key while another
+lacks it; a 19-60 character bracket opening a line that holds a stat header itself; a line over
+MAX_LINE bytes but not characters. Memory is bounded by the block size; a line longer than
+MAX_LONG_LINE is dropped unread.
 """
 
 from __future__ import annotations

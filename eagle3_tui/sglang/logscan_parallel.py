@@ -188,6 +188,15 @@ def _scan_range(path: str, start: int, end: int, first: bool) -> _RangeResult | 
         return _RangeResult(leading, found, rec.ops, reader, res.recognized, res.bytes_read + pos - start)
 
 
+def _quiet_worker() -> None:
+    """A forked worker keeps its parent's signal handlers (the CLI turns SIGTERM into an interrupt);
+    the pool stops its workers with SIGTERM when done, which must end them without a traceback."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _head_is_log(path: str) -> bool:
     with open(path, "rb") as f:
         head = f.read(1 << 16)
@@ -212,7 +221,7 @@ def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: 
         with open(path, "rb") as f:
             starts = sorted({_next_line_start(f, size * i // n, size) for i in range(n)} - {size})
         ranges = list(zip(starts, [*starts[1:], size], strict=True))
-        with ctx.Pool(len(ranges)) as pool:
+        with ctx.Pool(len(ranges), initializer=_quiet_worker) as pool:
             results = pool.starmap(_scan_range, [(path, s, e, i == 0) for i, (s, e) in enumerate(ranges)])
     if not results or any(r is None for r in results):
         with open(path, "rb") as f:
