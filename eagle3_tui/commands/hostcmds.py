@@ -51,6 +51,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = add("restart", "restart the server with the same command, environment and directory")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--into-log", action="store_true",
+                   help="a server in a tmux/screen pane or a pipe: relaunch it detached, into a log file")
 
     p = add("rollback", "restore the config (or launch command) from before the last preset and restart")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
@@ -142,6 +144,7 @@ async def _doctor(session: Session, args: argparse.Namespace) -> int:
     findings = await session.refresh_findings()
     if args.json:
         print(json.dumps({"host": session.profile.name, "server": _server_json(session),
+                          "deployment": session.deployment.to_json(),
                           "findings": [f.to_dict() for f in findings]}, indent=2))
         return 0
     print(_server_line(session))
@@ -288,7 +291,8 @@ async def _apply(session: Session, args: argparse.Namespace) -> int:
 
 
 async def _restart(session: Session, args: argparse.Namespace) -> int:
-    return await _confirmed_restart(session, args, "restart the server?", session.restart)
+    into_log = bool(getattr(args, "into_log", False))
+    return await _confirmed_restart(session, args, "restart the server?", lambda: session.restart(into_log=into_log))
 
 
 async def _rollback(session: Session, args: argparse.Namespace) -> int:

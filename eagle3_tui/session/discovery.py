@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify, json_log_default
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
 
 if TYPE_CHECKING:
@@ -77,10 +78,14 @@ class LaunchSpec:
     log_path: str | None = None
     port: int = DEFAULT_PORT
     bind_host: str = "127.0.0.1"
+    owner: str | None = None
+    """Who restarts it when not this console: "docker:<id>", "podman:<id>", "pod:<id>", "systemd:<unit>"."""
 
     def to_json(self, *, keep_secrets: bool = False) -> str:
         d = asdict(self)
         d["argv"] = list(self.argv)
+        if self.owner is None:
+            del d["owner"]
         if not keep_secrets:
             d["env"] = {k: v for k, v in self.env.items() if not is_secret_name(k)}
         return json.dumps(d, indent=2)
@@ -94,11 +99,13 @@ class LaunchSpec:
             log_path=d.get("log_path"),
             port=int(d.get("port") or DEFAULT_PORT),
             bind_host=str(d.get("bind_host") or "127.0.0.1"),
+            owner=str(d["owner"]) if d.get("owner") else None,
         )
 
     def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
-        """The same cwd, env and log with another command (its port and bind host re-read)."""
-        return LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+        """The same cwd, env, log and owner with another command (its port and bind host re-read)."""
+        spec = LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+        return replace(spec, owner=self.owner)
 
     @classmethod
     def from_argv(
@@ -124,9 +131,11 @@ class ServerProcess:
     log_path: str | None
     port: int
     kind: str
+    deployment: Deployment = field(default_factory=Deployment)
 
     def spec(self) -> LaunchSpec:
-        return LaunchSpec.from_argv(self.argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+        spec = LaunchSpec.from_argv(self.argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
+        return replace(spec, owner=self.deployment.owner)
 
     @property
     def label(self) -> str:
@@ -149,11 +158,62 @@ def group_servers(procs: Sequence[ProcessInfo]) -> list[ProcessInfo]:
 
 
 async def _read_environ(host: Host, pid: int) -> dict[str, str]:
+    """The whole environment (empty when it cannot be read: gone, or another user's server)."""
     try:
         data = await host.read_bytes(f"/proc/{pid}/environ")
-    except Exception:  # gone, or another user's server: relaunch with the login environment
+    except Exception:
         return {}
-    return relaunch_env(parse_environ(data))
+    return parse_environ(data)
+
+
+_LINKS = 'for f; do printf "%s\\n" "$(readlink "$f" 2>/dev/null)"; done'
+
+
+async def _read_text(host: Host, path: str) -> str:
+    try:
+        return await host.read_text(path)
+    except Exception:  # gone, or not readable: that part of the picture stays unknown
+        return ""
+
+
+async def _proc_view(host: Host, pid: int, environ: Mapping[str, str]) -> ProcView:
+    """The /proc facts `classify` needs: cgroup, mountinfo, mount namespace, where fds 1 and 2 go."""
+    links = ["", "", "", ""]
+    with contextlib.suppress(Exception):
+        res = await host.run(["sh", "-c", _LINKS, "sh", f"/proc/{pid}/ns/mnt", "/proc/self/ns/mnt",
+                              f"/proc/{pid}/fd/1", f"/proc/{pid}/fd/2"], timeout=10)
+        links = (res.stdout.splitlines() + links)[:4]
+    own_ns = not links[0] or not links[1] or links[0] == links[1]
+    terminal = "tmux" if "TMUX" in environ else "screen" if "STY" in environ else None
+    return ProcView(pid, await _read_text(host, f"/proc/{pid}/cgroup"),
+                    await _read_text(host, f"/proc/{pid}/mountinfo"), own_ns, links[2], links[3], terminal)
+
+
+_INSPECT_LOG = {"docker": "{{.LogPath}}", "podman": "{{.HostConfig.LogConfig.Path}}"}
+
+
+async def _engine_log(host: Host, dep: Deployment) -> str | None:
+    """The container's log file as its engine says (`docker inspect`), else the engine's default place."""
+    if dep.engine is None or dep.id is None:
+        return None
+    with contextlib.suppress(Exception):
+        res = await host.run([dep.engine, "inspect", "--format", _INSPECT_LOG[dep.engine], dep.id], timeout=20)
+        out = res.stdout.strip()
+        if res.exit_code == 0 and out.startswith("/"):
+            return out
+    return json_log_default(dep.engine, dep.id)
+
+
+async def detect_deployment(host: Host, pid: int, environ: Mapping[str, str], fd_log: str | None) -> Deployment:
+    """Classify the server process, with the log it is followed by (None: only HTTP)."""
+    view = await _proc_view(host, pid, environ)
+    dep = classify(view)
+    if dep.kind == "container":
+        dep = replace(dep, binds=bind_mounts(view.mountinfo, await _read_text(host, "/proc/self/mountinfo")))
+        log = await _engine_log(host, dep)
+    else:
+        log = fd_log if dep.kind in ("process", "systemd") else None
+    return replace(dep, log=log)
 
 
 async def _stdout_target(host: Host, pid: int) -> str | None:
@@ -185,8 +245,10 @@ async def discover_servers(host: Host, *, log_path: str | None = None) -> list[S
         except Exception:
             continue
         cwd = p.cwd or await _cwd(host, p.pid)
-        env = await _read_environ(host, p.pid)
-        log = log_path or await _stdout_target(host, p.pid)
+        environ = await _read_environ(host, p.pid)
+        dep = await detect_deployment(host, p.pid, environ, await _stdout_target(host, p.pid))
+        log = log_path or dep.log
+        dep = replace(dep, log=log)
         out.append(
             ServerProcess(
                 pid=p.pid,
@@ -194,10 +256,11 @@ async def discover_servers(host: Host, *, log_path: str | None = None) -> list[S
                 start_time=p.start_time,
                 argv=tuple(p.argv),
                 cwd=cwd,
-                env=env,
+                env=relaunch_env(environ),
                 log_path=log,
                 port=args.port or DEFAULT_PORT,
                 kind=args.kind,
+                deployment=dep,
             )
         )
     return out

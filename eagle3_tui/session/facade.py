@@ -32,6 +32,8 @@ from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
 from eagle3_tui.session.connection import conn_view, make_host
+from eagle3_tui.session.deploy_wiring import check_action, files_of, release_to_log, wire, wire_remembered
+from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.discovery import (
     LaunchSpec,
     ServerProcess,
@@ -132,6 +134,8 @@ class Session:
                                      reread_facts=self.read_launch_facts,
                                      refresh_findings=lambda: self.refresh_findings(quiet=True))
         self._spec: LaunchSpec | None = None
+        self.deployment = Deployment()
+        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -298,6 +302,7 @@ class Session:
         if spec.log_path is None:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
+        wire(self, proc.deployment, proc.argv)
         self.store.save_launch(spec)
         self.views.set_server(state="ready", pid=proc.pid, pgid=proc.pgid, started_at=proc.start_time,
                               port=spec.port, log_path=spec.log_path, argv=spec.argv, kind=proc.kind, message="")
@@ -316,8 +321,9 @@ class Session:
     async def read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
         try:
-            self.target = await read_target(self.host, self._spec, self.profile)
-            self.input_problems = await input_findings(self.host, self.target, self.profile,
+            files = files_of(self.host, self.deployment)  # a container's paths: through its root
+            self.target = await read_target(files, self._spec, self.profile)
+            self.input_problems = await input_findings(files, self.target, self.profile,
                                                        self.target.checkpoint_path)
         except UserError as err:
             self.views.notice(str(err), "warning")
@@ -400,6 +406,7 @@ class Session:
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")
+        path = self.deployment.host_path(path)
         raw = await self.host.read_bytes(path)
         why = draft_config_problem(path, raw)
         if why is not None:
@@ -413,6 +420,7 @@ class Session:
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
         self._check_writable(f"apply preset {plan.preset.name!r}")
+        check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
         self.restarter.check_idle()
         if plan.problems:
             raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
@@ -432,6 +440,7 @@ class Session:
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
         self._check_writable("roll back")
+        check_action(self.deployment, "restart")
         self.restarter.check_idle()
         undo = self.changes.next_undo()
         self.restarter.begin()
@@ -471,11 +480,17 @@ class Session:
     async def stop_server(self) -> None:
         if not self.profile.demo:
             self._check_writable("stop the server")
+        check_action(self.deployment, "stop")
         await self.restarter.stop()
 
-    async def restart(self) -> None:
-        """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready."""
+    async def restart(self, *, into_log: bool = False) -> None:
+        """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
+
+        `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
         self._check_writable("restart the server")
+        check_action(self.deployment, "restart", into_log=into_log)
+        if into_log:
+            release_to_log(self)
         self.restarter.check_idle()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
@@ -488,6 +503,7 @@ class Session:
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
         self._check_writable("restart the server")
+        check_action(self.deployment, "flags")
         self.restarter.check_idle()
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
@@ -517,6 +533,7 @@ class Session:
         """The restart (the caller claimed it), then what the new server says about itself."""
         assert self._spec is not None
         self._spec = with_log_path(self._spec, self.profile.log_path)
+        wire_remembered(self, self._spec)
         self.store.begin_restart({"reason": reason, "since": time.time(), "port": self._spec.port,
                                   "pgid_before": self.server.pgid, "pid": os.getpid()})
         try:

@@ -72,6 +72,8 @@ class LogFeed:
         self._out_stats = False
         self._last_emit = 0.0
         self._emit_handle: asyncio.TimerHandle | None = None
+        self.decode: Callable[[list[str]], list[str]] | None = None
+        """Lines as followed -> the server's lines (a container engine's log records); None: as they are."""
 
     # ------------------------------------------------------------ following
 
@@ -120,6 +122,8 @@ class LogFeed:
                 await asyncio.sleep(RETRY_S)
 
     async def _ingest(self, lines: list[str]) -> None:
+        if self.decode is not None:
+            lines = self.decode(lines)
         events = await asyncio.to_thread(self._parse, lines)
         self._apply(lines, events, time.time())
 

@@ -31,6 +31,7 @@ from eagle3_tui.session.state import Launched, RunTracker
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.deploy_restart import RestartStrategy
     from eagle3_tui.session.logfeed import LogFeed
     from eagle3_tui.session.views import Views
     from eagle3_tui.sglang.client import SGLangClient
@@ -97,6 +98,8 @@ class Restarter:
         self._on_launched = on_launched
         self._busy = False
         self._started: int | None = None
+        self.strategy: RestartStrategy | None = None
+        """The server's owner restarts it (container engine, systemd: deploy_*.py); None: relaunched here."""
 
     @property
     def busy(self) -> bool:
@@ -131,6 +134,9 @@ class Restarter:
     async def stop_current(self, t0: float) -> None:
         """TERM the server's process group (grace, then KILL); a group shared with a shell is not signalled."""
         server = self._views.server
+        if self.strategy is not None:
+            await self.strategy.stop(t0)
+            return
         pgid = server.pgid
         if pgid is None:
             return
@@ -174,12 +180,15 @@ class Restarter:
             self._busy = False
             raise  # another restart owns the host: nothing of ours to mark failed
         try:
-            await self.stop_current(t0)
-            faults.hit("restart-after-stop")
-            self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
-            await self._wait_port(spec, t0)
-            launch, pgid = await self._launch(spec, reason, t0)
-            await self._wait_ready(launch, t0, pgid)
+            started = await self.strategy.relaunch(spec, reason, t0) if self.strategy is not None else None
+            if self.strategy is None:
+                await self.stop_current(t0)
+                faults.hit("restart-after-stop")
+                self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
+                await self._wait_port(spec, t0)
+                started = await self._launch(spec, reason, t0)
+            if started is not None:
+                await self._wait_ready(started[0], t0, started[1])
         except RestartFailed as err:
             await self._fail(str(err), spec, t0)
             raise
