@@ -84,13 +84,13 @@ class SystemdRestart:
     """Stop/restart by systemd; a changed argv becomes the unit's drop-in first."""
 
     def __init__(self, parts: Parts, deployment: Deployment, running_argv: Sequence[str], *,
-                 unit_dir: str = UNIT_DIR) -> None:
+                 unit_dir: str | None = None) -> None:
         assert deployment.unit is not None
         self._parts = parts
         self._dep = deployment
         self._unit = deployment.unit
         self._running = tuple(running_argv)
-        self._unit_dir = unit_dir
+        self._unit_dir = unit_dir or UNIT_DIR
 
     async def _systemctl(self, *args: str) -> str:
         res = await self._parts.host.run(["systemctl", *args], timeout=SYSTEMCTL_TIMEOUT_S)
