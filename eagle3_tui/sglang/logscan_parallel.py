@@ -22,7 +22,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.sglang.logline import MAX_LINE, LogEvent, LogReader, Other, is_record_start, parse_line
+from eagle3_tui.sglang.logline import (
+    MAX_LINE,
+    LogEvent,
+    LogReader,
+    Other,
+    ServerArgs,
+    ServerReady,
+    is_record_start,
+    parse_line,
+)
 from eagle3_tui.sglang.logscan import MAX_LONG_LINE, ScanResult, ScanSink, scan
 
 if TYPE_CHECKING:
@@ -72,13 +81,17 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.ops: list[LogEvent | _Bulk] = []
+        self._pairs_in_run = 0  # pairs kept since the last event that may start a run
 
     @property
     def pairs_wanted(self) -> int:
-        last = self.ops[-1] if self.ops else None
-        return PAIRS_PER_GROUP - (len(last.pairs) if isinstance(last, _Bulk) else 0)
+        # The sink takes at most PAIRS_PER_GROUP per run, and a run starts only at a start or a
+        # readiness line: keeping that many since the last of those is always enough.
+        return PAIRS_PER_GROUP - self._pairs_in_run
 
     def event(self, ev: LogEvent) -> None:
+        if isinstance(ev, ServerArgs | ServerReady):
+            self._pairs_in_run = 0
         self.ops.append(ev)
 
     def decode_bulk(
@@ -98,10 +111,11 @@ class _Recorder:
         last.lens.update(accept_lens)
         last.tps.update(gen_tps)
         for p in pairs:
-            if len(last.pairs) >= PAIRS_PER_GROUP:
+            if self._pairs_in_run >= PAIRS_PER_GROUP:
                 break
             if _is_pair(p):  # as the sink takes them: both texts numbers, the rest skipped
                 last.pairs.append(p)
+                self._pairs_in_run += 1
         for t in (t_first, t_last):  # the sink only uses the first and the last time it is shown
             if t is not None:
                 if last.t_first is None:
