@@ -140,6 +140,7 @@ class Engine:
         self.num_draft_tokens = num_draft_tokens if num_draft_tokens is not None else num_steps + 1
         self.draft: Eagle3Drafter | None = None
         self.plan: CapturePlan | None = None
+        self.decode_boundaries: tuple[int, ...] | None = None  # decode's, when they differ (sim/release.py)
         self.draft_config: dict[str, Any] = {}
         if draft_path is not None:
             draft_path = Path(draft_path)
@@ -162,9 +163,11 @@ class Engine:
             # SGLang's fc is a plain linear layer: a wrong width fails with torch's own message.
             F.linear(aux, self.draft.fc.weight)
 
-    def _aux(self, hs: list[Tensor]) -> Tensor:
+    def _aux(self, hs: list[Tensor], *, decode: bool = False) -> Tensor:
+        """The captured states fed to fc; `decode`: a decode step's (a release's graphs may replay others)."""
         assert self.plan is not None
-        return torch.cat([hs[b] for b in self.plan.boundaries], dim=-1)
+        bounds = self.decode_boundaries if decode and self.decode_boundaries is not None else self.plan.boundaries
+        return torch.cat([hs[b] for b in bounds], dim=-1)
 
     def new_sequence(self, prompt: list[int], max_new_tokens: int, stop_ids: frozenset[int]) -> Sequence:
         return Sequence(prompt=list(prompt), max_new_tokens=max_new_tokens, stop_ids=stop_ids)
@@ -246,7 +249,7 @@ class Engine:
         """Draft extend over the accepted positions (root + accepted nodes) with the target's states."""
         assert self.draft is not None and seq.draft_cache is not None
         step0 = seq.draft_cache.truncated(seq.draft_len)
-        dl, dh, cache = self.draft(torch.tensor([new]), self._aux(hs), past=step0, return_cache=True)
+        dl, dh, cache = self.draft(torch.tensor([new]), self._aux(hs, decode=True), past=step0, return_cache=True)
         seq.draft_cache, seq.draft_len = cache, seq.draft_len + len(new)
         seq.next_draft_logits, seq.next_draft_hidden = dl[:, -1:], dh[:, -1:]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, STYLES
+from eagle3_tui.sim.release import SIM_ARCHS
 
 SGLANG_VERSION = "0.5.6"
 DESCRIPTION = "A simulated SGLang server: SGLang's flags, log format and HTTP API over the demo world's tiny models."
@@ -55,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sim-background-load", type=int, default=0, metavar="N", help="keep N requests running")
     p.add_argument("--sim-log-style", default="0.5.6", choices=[*STYLES, *STYLE_ALIASES])
+    p.add_argument(
+        "--sglang-version", default=None, metavar="V",
+        help="behave as SGLang V does (e.g. 0.4.9, 0.5.6, 0.5.23): start line, layer-id rule, embedding capture, "
+        "decode under CUDA graphs, auto-choice; unset: a CPU server with the generic +1 rule",
+    )
+    p.add_argument("--sim-target-arch", default=None, choices=sorted(SIM_ARCHS),
+                   help="the architecture the tiny target is served as (its tensors stay the world's)")
     p.add_argument("--sim-bg-max-new-tokens", type=int, default=96, help=argparse.SUPPRESS)
     return p
 
@@ -89,11 +97,13 @@ class ServerArgs:
     device: str = "cpu"
     disable_cuda_graph: bool = True
     skip_server_warmup: bool = False
+    sglang_version: str = SGLANG_VERSION
+    """The release /server_info reports (`--sglang-version`, else the one the sim's rules follow)."""
     warnings: list[str] = field(default_factory=list)
 
 
-def effective_args(ns: argparse.Namespace, target_arch: str) -> ServerArgs:
-    """Apply `ServerArgs._handle_speculative_decoding` (SGLang 0.5.6)."""
+def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int, int, int] | None = None) -> ServerArgs:
+    """Apply `ServerArgs._handle_speculative_decoding` (SGLang 0.5.6; `auto`: the release's own auto-choice)."""
     warnings: list[str] = []
     algo = ns.speculative_algorithm
     if algo == "NEXTN":
@@ -123,7 +133,7 @@ def effective_args(ns: argparse.Namespace, target_arch: str) -> ServerArgs:
             if algo == "STANDALONE":
                 steps, topk, draft_tokens = 3, 1, 4
             else:
-                steps, topk, draft_tokens = 5, 4, 8  # LlamaForCausalLM and every other arch at 0.5.6
+                steps, topk, draft_tokens = auto or (5, 4, 8)  # 0.5.6: LlamaForCausalLM and every other arch
         if topk is None or draft_tokens is None:
             raise AssertionError(
                 "speculative_eagle_topk and speculative_num_draft_tokens must be set with speculative_num_steps"
@@ -161,6 +171,9 @@ def effective_args(ns: argparse.Namespace, target_arch: str) -> ServerArgs:
         chunked_prefill_size=ns.chunked_prefill_size,
         log_level=ns.log_level,
         random_seed=ns.random_seed if ns.random_seed is not None else 0,
+        device="cuda" if ns.sglang_version else "cpu",
+        disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,
+        sglang_version=ns.sglang_version or SGLANG_VERSION,
         warnings=warnings,
     )
 
@@ -168,5 +181,6 @@ def effective_args(ns: argparse.Namespace, target_arch: str) -> ServerArgs:
 def args_dict(args: ServerArgs) -> dict[str, Any]:
     d = dataclasses.asdict(args)
     d.pop("warnings")
+    d.pop("sglang_version")
     return d
 

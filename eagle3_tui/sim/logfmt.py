@@ -4,7 +4,10 @@ The sim offers three eras (research/sglang.md §1): `0.5.6` (default; `Decode ba
 `accept rate`, a `cpu graph` field and a trailing `, `), `0.4.6` (`Decode batch. ...`, `accept len`
 without `accept rate`, `cuda graph`), and `0.4.1-tp0` (`[... TP0] Decode batch. ...`, the first era
 with `accept len`). This module only maps those names onto logsynth's styles and rank prefixes
-and owns the stream; the line text is logsynth's.
+and owns the streams; the line text is logsynth's.
+
+Like SGLang (`configure_logger` is `logging.basicConfig` with no stream), the server's own log goes
+to stderr and only uvicorn's access lines to stdout; `> access.log 2> server.log` splits them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
+from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sglang.logsynth import decode_line, prefill_line, prefix
 
 STYLES = ("0.5.6", "0.4.6", "0.4.1-tp0")
@@ -22,6 +26,8 @@ STYLE_ALIASES = {"default": "0.5.6", "dot": "0.4.6", "tp0": "0.4.1-tp0"}
 # sim style -> (logsynth style, the scheduler's rank prefix)
 _ERA = {"0.5.6": ("0.5.6", ""), "0.4.6": ("0.4.6", ""), "0.4.1-tp0": ("0.4.1", " TP0")}
 DEVICE = "cpu"
+DICT_START_LINE = "0.5.20"
+"""From this release the start line is `server_args={...}` (a dict), not `server_args=ServerArgs(...)`."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,15 @@ class DecodeStats:
     queue_req: int
 
 
-def decode_message(s: DecodeStats, style: str) -> str:
-    """A decode stats line of this era for a CPU server without graphs."""
+def start_line(args: dict[str, object], version: str | None) -> str:
+    """The line a server process starts with: the ServerArgs repr, or the dict of 0.5.20 and later."""
+    if version and version_key(version) >= version_key(DICT_START_LINE):
+        return f"server_args={args!r}"
+    return f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+def decode_message(s: DecodeStats, style: str, *, device: str = DEVICE, graph: bool = False) -> str:
+    """A decode stats line of this era (a CPU server without graphs unless told otherwise)."""
     return decode_line(
         _ERA[style][0],
         running=s.running_req,
@@ -47,8 +60,8 @@ def decode_message(s: DecodeStats, style: str) -> str:
         tps=s.gen_throughput,
         queue=s.queue_req,
         accept_rate=s.accept_rate or 0.0,
-        device=DEVICE,
-        graph=False,
+        device=device,
+        graph=graph,
     )
 
 
@@ -67,24 +80,34 @@ def prefill_message(
 
 
 class LogWriter:
-    """Thread-safe `[time{ranks}] message` lines to a stream (local time, like `asctime`), flushed per line."""
+    """Thread-safe `[time{ranks}] message` lines (local time, like `asctime`), flushed per line: the
+    server's log to `stream` (stderr), uvicorn's access lines to `access_stream` (stdout)."""
 
-    def __init__(self, stream: TextIO | None = None, *, style: str = "0.5.6") -> None:
-        self.stream = stream or sys.stdout
+    def __init__(self, stream: TextIO | None = None, *, style: str = "0.5.6",
+                 access_stream: TextIO | None = None, device: str = DEVICE, graph: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.access_stream = access_stream or self.stream
         self.style = style
+        self.device = device
+        self.graph = graph
         self.lock = threading.Lock()
 
     @property
     def scheduler_prefix(self) -> str:
         return _ERA[self.style][1]
 
-    def write(self, message: str, *, scheduler: bool = False) -> None:
+    def write(self, message: str, *, scheduler: bool = False, stream: TextIO | None = None) -> None:
         lines = message.split("\n")
         head = prefix(time.time(), self.scheduler_prefix if scheduler else "", local=True)
         text = head + lines[0] + "\n" + "".join(line + "\n" for line in lines[1:])
+        out = stream or self.stream
         with self.lock:
-            self.stream.write(text)
-            self.stream.flush()
+            out.write(text)
+            out.flush()
+
+    def decode(self, stats: DecodeStats) -> None:
+        """One decode stats line from the scheduler, with this server's device and graph field."""
+        self.write(decode_message(stats, self.style, device=self.device, graph=self.graph), scheduler=True)
 
     def access(self, client: str, method: str, path: str, status: int, reason: str) -> None:
-        self.write(f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}')
+        self.write(f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}', stream=self.access_stream)

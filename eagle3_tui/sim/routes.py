@@ -15,9 +15,16 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from eagle3_tui.sim.flags import SGLANG_VERSION, args_dict
+from eagle3_tui.sim.flags import args_dict
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, MAX_TOTAL_NUM_TOKENS
 from eagle3_tui.sim.service import BadRequest, SimServer
+
+
+def _decode_boundaries(engine: Any) -> list[int] | None:
+    """What decode feeds the draft (the release's graphs may replay other boundaries than prefill's)."""
+    if engine.plan is None:
+        return None
+    return list(engine.decode_boundaries if engine.decode_boundaries is not None else engine.plan.boundaries)
 
 
 def handler_for(server: SimServer) -> type[BaseHTTPRequestHandler]:
@@ -129,9 +136,10 @@ class _Handler(BaseHTTPRequestHandler):
             "max_total_num_tokens": MAX_TOTAL_NUM_TOKENS,
             "max_req_input_len": CONTEXT_LEN - 1,
             "internal_states": [self.sim.scheduler.internal_state()],
-            "version": SGLANG_VERSION,
+            "version": self.sim.args.sglang_version,
             "sim": {
-                "capture_boundaries": list(self.sim.engine.plan.boundaries) if self.sim.engine.plan else None
+                "capture_boundaries": list(self.sim.engine.plan.boundaries) if self.sim.engine.plan else None,
+                "decode_boundaries": _decode_boundaries(self.sim.engine),
             },
         }
         self._send(200, body)

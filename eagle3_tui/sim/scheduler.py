@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_tui.sim.flags import ServerArgs, args_dict
-from eagle3_tui.sim.logfmt import DecodeStats, LogWriter, decode_message, prefill_message
+from eagle3_tui.sim.logfmt import DecodeStats, LogWriter, prefill_message
 
 MAX_TOTAL_NUM_TOKENS = 65536
 CONTEXT_LEN = 4096
@@ -216,5 +216,5 @@ class Scheduler:
             gen_throughput=self.last_gen_throughput,
             queue_req=self.waiting.qsize(),
         )
-        self.log.write(decode_message(stats, self.log.style), scheduler=True)
+        self.log.decode(stats)
 

@@ -10,7 +10,9 @@ length and tok/s are measured. Flags
 apply SGLang 0.5.6's rules (topk 1 forces draft tokens = steps + 1, auto-choice when all three are
 unset). Sim-only flags: `--sim-embed-capture-patch` (the seeds' source patch that lets layer id -1
 capture the embedding output), `--sim-background-load N` (N requests kept running so charts move),
-`--sim-log-style {0.5.6,0.4.6,0.4.1-tp0}`. The log goes to stdout; SIGTERM stops it cleanly.
+`--sim-log-style {0.5.6,0.4.6,0.4.1-tp0}`, `--sglang-version V` (that release's rules, sim/release.py),
+`--sim-target-arch {llama,qwen3,deepseek_v3}`. Like SGLang, the log goes to stderr and uvicorn's access
+lines to stdout; SIGTERM stops it cleanly.
 
 This module is the entry point; the parts are flags.py (the flags and SGLang's rules for them),
 scheduler.py (the decode loop and its counters), service.py (generation, warm-up, lifecycle) and
@@ -31,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args
-from eagle3_tui.sim.logfmt import STYLE_ALIASES, LogWriter
+from eagle3_tui.sim.logfmt import STYLE_ALIASES, LogWriter, start_line
+from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
 from eagle3_tui.sim.routes import handler_for
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, MAX_TOTAL_NUM_TOKENS
 from eagle3_tui.sim.service import SimServer
@@ -48,9 +51,9 @@ def _configure(ns: argparse.Namespace, log: LogWriter) -> tuple[ServerArgs, str]
         log.write(f"Error: the model path {ns.model_path} has no config.json")
         return 1
     target_cfg = json.loads((model_path / "config.json").read_text())
-    arch = (target_cfg.get("architectures") or ["LlamaForCausalLM"])[0]
+    arch = target_arch(ns.sim_target_arch, (target_cfg.get("architectures") or ["LlamaForCausalLM"])[0])
     try:
-        args = effective_args(ns, arch)
+        args = effective_args(ns, arch, auto=auto_spec(ns.sglang_version, arch))
     except AssertionError as exc:
         log.write(f"AssertionError: {exc}")
         return 1
@@ -62,7 +65,7 @@ def _configure(ns: argparse.Namespace, log: LogWriter) -> tuple[ServerArgs, str]
         return 2
     for w in args.warnings:
         log.write(w)
-    log.write(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in args_dict(args).items())})")
+    log.write(start_line(args_dict(args), ns.sglang_version))
     return args, arch
 
 
@@ -83,6 +86,11 @@ def _load(engine_cls: Any, ns: argparse.Namespace, args: ServerArgs, arch: str, 
         num_draft_tokens=args.speculative_num_draft_tokens,
         embed_patch=ns.sim_embed_capture_patch,
     )
+    if engine.plan is not None:
+        rel = sim_release(ns.sglang_version, arch, engine.num_layers, engine.plan.layer_ids,
+                          cuda_graph=not ns.disable_cuda_graph)
+        if rel is not None:
+            apply_release(engine, rel)
     log.write(
         f"Load weight end. type={arch}, dtype=torch.float32, avail mem=126.00 GB, mem usage=0.01 GB.",
         scheduler=True,
@@ -149,7 +157,9 @@ def _serve(server: SimServer, log: LogWriter) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    log = LogWriter(sys.stdout, style=STYLE_ALIASES.get(ns.sim_log_style, ns.sim_log_style))
+    versioned = bool(ns.sglang_version)
+    log = LogWriter(sys.stderr, style=STYLE_ALIASES.get(ns.sim_log_style, ns.sim_log_style), access_stream=sys.stdout,
+                    device="cuda" if versioned else "cpu", graph=versioned and not ns.disable_cuda_graph)
     configured = _configure(ns, log)
     if isinstance(configured, int):
         return configured
