@@ -171,13 +171,14 @@ class _Rows:
         n = len(self.seps)
         if self.rests.count(b"") == n and self.bares.count(b"") == n:
             return []
+        both = b"\n".join(self.rests) + b"\n" + b"\n".join(self.bares)  # checked whole first
+        hits = [needle for needle in KEY_NEEDLES if needle in both]
+        if not hits:
+            return []
         texts = tuple(map(bytes.__add__, self.rests, self.bares))  # one of the two is b""
         index = list(compress(range(n), texts))
         odd = list(compress(texts, texts))
         joined = b"\n".join(odd)
-        hits = [needle for needle in KEY_NEEDLES if needle in joined]
-        if not hits:
-            return []
         starts = list(accumulate((len(t) + 1 for t in odd), initial=0))
         found: set[int] = set()
         for needle in hits:
