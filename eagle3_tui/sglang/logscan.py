@@ -30,9 +30,9 @@ MAX_LONG_LINE is dropped unread.
 
 Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines): on a busy server's mix (163 MB)
 1/7.7 of `LC_ALL=C grep -c 'accept len'` (0.71 s against 0.093 s; the block pass before this one
-took 3.3 s there, 1/40), on a log of stat lines (140 MB) 1/9.8; 44 MB peak RSS on either. Where
-the time goes: the row pattern ~45% (a third of it is the engine visiting every newline), the
-decode values ~20%, counting them ~12%, interpreter start and imports ~12%. Workers
+took 3.3 s there, 1/40), on a log of stat lines (140 MB) 1/9.8; 44 MB peak RSS on either. In executed
+instructions (callgrind) on the mix: the row pattern ~35% (a third of that is the engine visiting
+every newline), reading the decode values ~15%, counting them ~8%, start-up and imports ~20%. Workers
 (logscan_parallel) help only on idle, real cores: on this VM's two hyperthreads they do not.
 """
 
