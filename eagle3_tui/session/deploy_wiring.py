@@ -59,6 +59,8 @@ def check_action(dep: Deployment, action: str, *, into_log: bool = False) -> Non
             raise UserError(f"restart --into-log is for a server in a terminal pane or a pipe; this one is a {dep.kind}")
         return
     why = dep.refusal(action)
+    if why is None and action == "flags":  # a flag preset is applied by a restart
+        why = dep.refusal("restart")
     if why is not None:
         raise UserError(f"{dep.label or dep.kind}: {why}")
 
