@@ -26,6 +26,7 @@ import pytest
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import Session
+from eagle3_tui.session.events import RestartFailed
 from eagle3_tui.session.presets import DEFAULT_PRESET
 from tests.plugins.world import SPEC_ARGS, free_port, make_draft_dir
 
@@ -80,7 +81,8 @@ FAKE_DOCKER = textwrap.dedent('''\
     echo "$*" >> "{calls}"
     case "$1" in
       inspect) [ "$4" = "{cid}" ] && echo "{log}" && exit 0; echo "Error: No such object: $4" >&2; exit 1 ;;
-      restart) "{py}" "{ctrl}" stop "{cfg}" && "{py}" "{ctrl}" start "{cfg}" ;;
+      restart) [ -e "{fail}" ] && {{ echo "Error response from daemon: cannot restart container $2" >&2; exit 1; }}
+               "{py}" "{ctrl}" stop "{cfg}" && "{py}" "{ctrl}" start "{cfg}" ;;
       stop) "{py}" "{ctrl}" stop "{cfg}" ;;
       *) echo "fake docker: unsupported: $*" >&2; exit 2 ;;
     esac
@@ -126,13 +128,14 @@ def container(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     calls.write_text("")
     fake = bindir / "docker"
     fake.write_text(FAKE_DOCKER.format(calls=calls, cid=CID, log=log, py=sys.executable, ctrl=tmp_path / "ctrl.py",
-                                       cfg=tmp_path / "cfg.json"))
+                                       cfg=tmp_path / "cfg.json", fail=tmp_path / "fail-restart"))
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     ctrl = [sys.executable, str(tmp_path / "ctrl.py")]
     subprocess.run([*ctrl, "start", str(tmp_path / "cfg.json")], check=True, timeout=30)
     try:
-        yield {"port": port, "files": files, "view": view, "log": log, "calls": calls, "tmp": tmp_path}
+        yield {"port": port, "files": files, "view": view, "log": log, "calls": calls, "tmp": tmp_path,
+               "ctrl": [*ctrl, "stop", str(tmp_path / "cfg.json")]}
     finally:
         subprocess.run([*ctrl, "stop", str(tmp_path / "cfg.json")], timeout=60)
 
@@ -190,3 +193,20 @@ async def test_container_discovery_follow_edit_and_engine_restart(container: dic
         assert session.deployment.kind == "container" and session.deployment.pid == session.server.pid
         assert os.readlink(f"/proc/{session.server.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
         assert not list(container["tmp"].glob("**/.*.pid"))  # no detached launch of the console's own
+        # the engine refuses: a clear failure, and still nothing started on the host
+        (container["tmp"] / "fail-restart").write_text("")
+        running = session.server.pid
+        with pytest.raises(RestartFailed, match="docker restart 3f2a9ceeeeee failed: Error response from daemon"):
+            await session.restart()
+        assert session.server.state == "failed" and not any('{"log"' in line for line in session.server.log_tail)
+        assert os.path.exists(f"/proc/{running}")  # the engine did nothing; neither did the console
+        (container["tmp"] / "fail-restart").unlink()
+    # the container stopped; a new session knows only the remembered launch: its engine still starts it
+    subprocess.run(container["ctrl"], check=True, timeout=60)
+    async with Session(profile) as session:
+        assert session.server.state == "stopped" and session.spec is not None
+        assert session.spec.owner == f"docker:{CID}"
+        await session.start_server()
+        assert session.server.state == "ready" and session.deployment.kind == "container"
+        assert container["calls"].read_text().splitlines().count(f"restart {CID}") == 3
+        assert not list(container["tmp"].glob("**/.*.pid"))
