@@ -217,13 +217,17 @@ async def detect_deployment(host: Host, pid: int, environ: Mapping[str, str], fd
 
 
 async def _stdout_target(host: Host, pid: int) -> str | None:
+    """The file the server's own log goes to: stderr (SGLang logs there, every release) when it is a
+    file, else stdout (a `2>&1` redirect, or a server that logs to stdout)."""
     try:
-        res = await host.run(["readlink", f"/proc/{pid}/fd/1"], timeout=10)
+        res = await host.run(["readlink", f"/proc/{pid}/fd/2", f"/proc/{pid}/fd/1"], timeout=10)
     except Exception:
         return None
-    if res.exit_code != 0:
-        return None
-    return log_path_from_fd_target(res.stdout)
+    for line in res.stdout.splitlines():
+        found = log_path_from_fd_target(line)
+        if found is not None:
+            return found
+    return None
 
 
 async def _cwd(host: Host, pid: int) -> str | None:
