@@ -10,7 +10,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.session.deploy_container import EngineLogDecoder
 from eagle3_tui.session.deploy_systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
 from eagle3_tui.session.deploy_wiring import check_action, refusals
-from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify
+from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
 from eagle3_tui.session.discovery import LaunchSpec
 
 CID = "3f2a" + "0" * 56 + "beef"
@@ -129,3 +129,26 @@ def test_dropin_is_what_systemctl_cat_merges(argv: list[str]) -> None:
     assert effective_exec_start([unit]) == ["/usr/bin/python3 -m sglang.launch_server --port 1"]
     with pytest.raises(UserError):
         render_dropin([])
+
+
+def test_several_nodes_are_shown_and_not_restarted_one_alone() -> None:
+    from eagle3_tui.sglang.launch import parse_launch
+
+    args = parse_launch(["python", "-m", "sglang.launch_server", "--model-path", "/m", "--nnodes", "2",
+                         "--node-rank", "0", "--dist-init-addr", "10.0.0.1:5000"])
+    assert nodes_of(args.flag_value) == (2, 0, "10.0.0.1:5000")
+    assert nodes_of(parse_launch(["python", "-m", "sglang.launch_server", "--model-path", "/m"]).flag_value) == (1, 0, None)
+    head = Deployment(nodes=2, dist_init="10.0.0.1:5000")
+    assert head.label == "2 nodes" and head.to_json()["nodes"] == 2
+    assert Deployment("systemd", unit="sglang", nodes=2, node_rank=1).label == "systemd unit sglang, 2 nodes (this is node 1)"
+    with pytest.raises(UserError, match="every node must be stopped and started together"):
+        check_action(head, "restart")
+
+
+def test_status_bar_names_the_deployment() -> None:
+    from eagle3_tui.session.events import ServerView
+    from eagle3_tui.ui.viewmodel import server_text
+
+    assert server_text(ServerView(state="ready", pid=7, deployment="container 3f2a… (docker)"), 0.0).endswith(
+        "· container 3f2a… (docker)")
+    assert "·" not in server_text(ServerView(state="ready", pid=7), 0.0)

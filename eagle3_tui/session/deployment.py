@@ -17,6 +17,7 @@ relaunch its argv. Others must not be relaunched that way:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,6 +68,8 @@ class Deployment:
     unit: str | None = None
     pod: str | None = None
     terminal: str | None = None  # "tmux", "screen", or "terminal" for a pane
+    node_rank: int = 0
+    dist_init: str | None = None  # --dist-init-addr: where node 0 (the head) waits for the others
     binds: tuple[tuple[str, str], ...] = ()
     """A container's bind mounts as (path in the container, the same directory's path on the host)."""
 
@@ -76,7 +79,15 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        """For the status bar: "container 3f2a… (docker)", "systemd unit sglang", "tmux pane"."""
+        """For the status bar: "container 3f2a… (docker)", "systemd unit sglang", "tmux pane", "2 nodes"."""
+        one = self._one_label
+        if self.nodes <= 1:
+            return one
+        nodes = f"{self.nodes} nodes" + (f" (this is node {self.node_rank})" if self.node_rank else "")
+        return f"{one}, {nodes}" if one else nodes
+
+    @property
+    def _one_label(self) -> str:
         if self.kind == "container":
             what = "pod container" if self.pod else "container"
             return f"{what} {(self.id or '?')[:4]}… ({self.engine or 'unknown engine'})"
@@ -86,7 +97,7 @@ class Deployment:
             return f"{self.terminal or 'terminal'} pane"
         if self.kind == "pipe":
             return "output into a pipe"
-        return "" if self.nodes <= 1 else f"{self.nodes} nodes"
+        return ""
 
     @property
     def owner(self) -> str | None:
@@ -110,6 +121,10 @@ class Deployment:
 
     def refusal(self, action: str) -> str | None:
         """Why `action` ("restart", "stop", "flags") cannot be done safely here; None when it can."""
+        if self.nodes > 1 and action in ("restart", "stop", "flags"):
+            return (f"the server spans {self.nodes} nodes (head at {self.dist_init or '?'}): every node must be "
+                    "stopped and started together, ranks > 0 first stopped, the head first started; "
+                    "the console does not restart one node alone")
         if self.kind == "container" and self.pod:
             return _POD_REFUSE.get(action)
         if self.kind == "container" and (self.engine is None or self.id is None) and action in ("restart", "stop"):
@@ -258,6 +273,15 @@ def _under(path: str, top: str) -> str | None:
     if path == top or path.startswith(top + "/"):
         return path[len(top):]
     return None
+
+
+def nodes_of(flag_value: Callable[[str], str | None]) -> tuple[int, int, str | None]:
+    """(--nnodes, --node-rank, --dist-init-addr) from a launch's flags; (1, 0, None) for one node."""
+    def number(flag: str, default: int) -> int:
+        raw = flag_value(flag)
+        return int(raw) if raw is not None and raw.isdigit() else default
+
+    return max(1, number("--nnodes", 1)), number("--node-rank", 0), flag_value("--dist-init-addr")
 
 
 def json_log_default(engine: Engine | None, cid: str) -> str | None:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify, json_log_default
+from eagle3_tui.session.deployment import (
+    Deployment,
+    ProcView,
+    bind_mounts,
+    classify,
+    json_log_default,
+    nodes_of,
+)
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
 
 if TYPE_CHECKING:
@@ -252,7 +259,8 @@ async def discover_servers(host: Host, *, log_path: str | None = None) -> list[S
         environ = await _read_environ(host, p.pid)
         dep = await detect_deployment(host, p.pid, environ, await _stdout_target(host, p.pid))
         log = log_path or dep.log
-        dep = replace(dep, log=log)
+        nodes, rank, head = nodes_of(args.flag_value)
+        dep = replace(dep, log=log, nodes=nodes, node_rank=rank, dist_init=head)
         out.append(
             ServerProcess(
                 pid=p.pid,
