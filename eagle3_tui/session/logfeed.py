@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import LogBatch, StatsUpdated
+from eagle3_tui.session.ranks import RankMerger
 from eagle3_tui.session.state import LogSwitched, RunTracker
 from eagle3_tui.sglang.logline import DecodeStats, Failure, LogEvent, LogReader, ServerArgs, ServerWarning
 
@@ -56,6 +57,7 @@ class LogFeed:
         self._tracker = tracker
         self._views = views
         self._telemetry = telemetry
+        self._ranks = RankMerger()  # DP ranks: one server's totals (ranks.py)
         self._on_failure = on_failure
         self._interval = emit_interval_s
         self._reader = LogReader()
@@ -152,7 +154,7 @@ class LogFeed:
         stats = False
         for ev in events:
             if isinstance(ev, DecodeStats):
-                self._telemetry.ingest(ev, now)
+                self._telemetry.ingest(self._ranks.merge(ev, now), now)
                 stats = True
             elif isinstance(ev, Failure) and self._on_failure is not None:
                 self._on_failure(ev)
