@@ -90,7 +90,10 @@ def test_bind_mount_host_paths_from_mountinfo() -> None:
     dep = Deployment("container", "docker", CID, pid=7, binds=binds)
     assert dep.host_path("/models/draft/config.json") == "/srv/models/draft/config.json"
     assert dep.host_path("/data/x") == "/mnt/fast/data sets/x"
-    assert dep.host_path("/modelsX/y") == "/proc/7/root/modelsX/y"
+    assert dep.host_path("/modelsX/y") == "/proc/7/root/modelsX/y"  # read through the container's root
+    assert dep.editable_path("/models/draft/config.json") == "/srv/models/draft/config.json"
+    with pytest.raises(UserError, match="inside the container's image"):
+        dep.editable_path("/modelsX/y")  # written only through a bind mount
 
 
 def test_owner_is_kept_with_the_remembered_launch() -> None:

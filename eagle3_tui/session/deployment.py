@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from eagle3_tui.errors import UserError
+
 Kind = Literal["process", "container", "systemd", "pane", "pipe"]
 Engine = Literal["docker", "podman"]
 
@@ -98,6 +100,20 @@ class Deployment:
         if self.kind == "pipe":
             return "output into a pipe"
         return ""
+
+    def editable_path(self, path: str) -> str:
+        """Where a config edit of `path` is written: the host path of the bind mount that holds it.
+
+        A file only in the container's image is refused: an atomic write resolves the real path of
+        its target, and `/proc/<pid>/root` resolves to the host's own `/`, so the host's file of that
+        name would be the one replaced. (And the image's file is lost with the container anyway.)
+        """
+        mapped = self.host_path(path)
+        if self.kind == "container" and self.pid is not None and mapped.startswith(f"/proc/{self.pid}/root/"):
+            raise UserError(f"{path} is inside the container's image, not on a bind mount: an edit there cannot be "
+                            "written safely from the host (and would not outlive the container); mount the draft "
+                            "directory into the container (docker run -v) and attach again")
+        return mapped
 
     @property
     def owner(self) -> str | None:

@@ -406,7 +406,7 @@ class Session:
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")
-        path = self.deployment.host_path(path)
+        path = self.deployment.editable_path(path)
         raw = await self.host.read_bytes(path)
         why = draft_config_problem(path, raw)
         if why is not None:
