@@ -112,3 +112,13 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
             assert panes.returncode != 0 or not panes.stdout.strip()  # the pane's server ended with its pane
         finally:
             await session.stop_server()
+
+
+async def test_pane_found_over_ssh(pane: dict[str, Any], ssh_host: Any) -> None:
+    """The same classification over the real sshd fixture: /proc read through the SSH host."""
+    from eagle3_tui.session.discovery import discover_servers
+
+    found = [s for s in await discover_servers(ssh_host) if s.port == pane["port"]]
+    assert len(found) == 1
+    dep = found[0].deployment
+    assert (dep.kind, dep.terminal, dep.log, dep.label) == ("pane", "tmux", None, "tmux pane")
