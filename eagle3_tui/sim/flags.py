@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
     p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
     p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--api-key", default=None, help="every endpoint but /health and /metrics wants this Bearer token")
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--mem-fraction-static", type=float, default=None)
     p.add_argument("--context-length", type=int, default=None)
@@ -97,6 +98,7 @@ class ServerArgs:
     device: str = "cpu"
     disable_cuda_graph: bool = True
     skip_server_warmup: bool = False
+    api_key: str | None = None
     sglang_version: str = SGLANG_VERSION
     """The release /server_info reports (`--sglang-version`, else the one the sim's rules follow)."""
     warnings: list[str] = field(default_factory=list)
@@ -174,6 +176,7 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
         device="cuda" if ns.sglang_version else "cpu",
         disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,
         sglang_version=ns.sglang_version or SGLANG_VERSION,
+        api_key=ns.api_key,
         warnings=warnings,
     )
 
@@ -182,5 +185,6 @@ def args_dict(args: ServerArgs) -> dict[str, Any]:
     d = dataclasses.asdict(args)
     d.pop("warnings")
     d.pop("sglang_version")
+    d.pop("api_key")  # never echoed back
     return d
 

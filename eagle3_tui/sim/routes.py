@@ -76,6 +76,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
+    def _authorized(self, path: str) -> bool:
+        """SGLang's --api-key: every endpoint but /health and /metrics wants `Authorization: Bearer KEY`."""
+        key = self.sim.args.api_key
+        return not key or path in ("/health", "/metrics") or self.headers.get("authorization") == f"Bearer {key}"
+
     def _dispatch(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         routes = {
@@ -94,6 +99,9 @@ class _Handler(BaseHTTPRequestHandler):
         route = routes.get(path)
         if route is None or (path == "/metrics" and not self.sim.args.enable_metrics):
             self._send(404, {"detail": "Not Found"})
+            return
+        if not self._authorized(path):
+            self._send(401, {"error": "Unauthorized"})
             return
         if route[0] != "ANY" and route[0] != method:
             self._send(405, {"detail": "Method Not Allowed"})
