@@ -207,3 +207,18 @@ async def test_sim_deepseek_v3_0_5_23_ids_verbatim(sims: Any, tmp_path: Path, da
         assert accept is not None and accept > 2.0  # the trained wiring really reaches the draft
     finally:
         await session.close()
+
+
+@pytest.mark.slow
+async def test_api_key_server_benchmarked(sims: Any, tmp_path: Path, data_dir: Path) -> None:
+    """The session sends the server's own --api-key (read from its command line) as the Bearer token."""
+    sim = sims("key", None, "--api-key", "s3cret")
+    session = await _attached(sim, tmp_path, "key")
+    try:
+        info = await session.poll_server_info()
+        assert info.get("speculative_algorithm") == "EAGLE3"
+        result = await session.benchmark(num_prompts=2, concurrency=1, max_tokens=16)
+        assert result.ok == 2 and result.errors == 0
+        assert "401" not in sim.access_log.read_text()
+    finally:
+        await session.close()
