@@ -9,7 +9,7 @@ the predicted accept length (`eagle.accuracy.predicted_accept_len`) and the boun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -55,13 +55,32 @@ def snapshot_of(session: Session) -> Snapshot:
     )
 
 
+Config = tuple[int, int, int]  # (steps, topk, draft tokens)
+
+
+def served_config(server: ServerView) -> Config | None:
+    """The (steps, topk, draft tokens) the server runs (the effective draft tokens); None without
+    speculation or with a flag unknown."""
+    if not server.speculative or server.steps is None or server.topk is None or server.draft_tokens is None:
+        return None
+    return int(server.steps), int(server.topk), int(server.draft_tokens)
+
+
 def predicted(snap: Snapshot) -> float | None:
-    """The check's predicted accept length for the boundaries served now (one rule, in eagle.accuracy)."""
+    """The check's predicted accept length for the boundaries and the flags served now (one rule, in
+    eagle.accuracy): the status bar's "check" number and the accept chart's reference line both."""
     if snap.check is None:
         return None
     from eagle3_tui.eagle.accuracy import predicted_accept_len
 
-    return predicted_accept_len(snap.check, snap.server.boundaries)
+    return predicted_accept_len(snap.check, snap.server.boundaries, served_config(snap.server))
+
+
+def predicted_for_flags(snap: Snapshot) -> bool:
+    """Whether the check predicted the served flags themselves (else its number is the chain of the
+    check's own steps, and the chart says so)."""
+    cfg = served_config(snap.server)
+    return cfg is not None and any(r.served_flags for r in prediction_rows(snap.check, snap.server.boundaries, cfg))
 
 
 # ---------------------------------------------------------------- status bar
@@ -231,7 +250,11 @@ def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int)
     data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points)
     expected = predicted(snap)
     if expected:
-        data.references.append((float(expected), f"check predicts {expected:.2f}"))
+        cfg = served_config(snap.server)
+        steps = snap.check.steps if snap.check is not None else None
+        why = (f" ({cfg[0]}/{cfg[1]}/{cfg[2]})" if cfg is not None and predicted_for_flags(snap)
+               else f" (chain of {steps})" if steps is not None else "")
+        data.references.append((float(expected), f"check predicts {expected:.2f}{why}"))
     return data
 
 
@@ -287,6 +310,81 @@ def window_label(window_s: float) -> str:
     return f"window {text} (-/+)"
 
 
+# ---------------------------------------------------------------- predictions grid
+
+
+@dataclass(frozen=True)
+class PredictionRow:
+    """One row of the Accuracy pane's predictions table."""
+
+    wiring: str
+    boundaries: str
+    config: Config
+    accept_len: float | None
+    served_wiring: bool = False
+    """The row's wiring feeds the boundaries served now."""
+    served_flags: bool = False
+    """The row is for the served wiring and the served (steps, topk, draft tokens)."""
+
+
+def prediction_rows(
+    report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None
+) -> list[PredictionRow]:
+    """The check's `predictions` (the best wiring's grid and the served one's when it differs) as
+    table rows, grouped by wiring in the report's order, with the served configuration marked."""
+    if report is None:
+        return []
+    want = list(served) if served is not None else None
+    out: list[PredictionRow] = []
+    for r in report.predictions:
+        try:
+            cfg = (int(r["steps"]), int(r["topk"]), int(r["draft_tokens"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        bounds = r.get("boundaries")
+        on_served = want is not None and bounds == want
+        acc = r.get("accept_len")
+        out.append(PredictionRow(
+            wiring=str(r.get("wiring") or "?"),
+            boundaries=format_boundaries(bounds) if isinstance(bounds, list) else "?",
+            config=cfg,
+            accept_len=float(acc) if isinstance(acc, (int, float)) else None,
+            served_wiring=on_served,
+            served_flags=on_served and cfg == served_cfg,
+        ))
+    order = list(dict.fromkeys(r.wiring for r in out))
+    return sorted(out, key=lambda r: order.index(r.wiring))  # stable: the grid's order within a wiring
+
+
+def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] = ()) -> list[Config]:
+    """What the console's check predicts: the served flags, the flags each flag preset would serve
+    (so applying one moves the prediction), then the standard grid; SGLang's topk-1 rule applied,
+    configurations SGLang refuses left out."""
+    from eagle3_tui.eagle.predict import STANDARD_GRID, parse_config
+
+    served = served_config(server)
+    wanted: list[Config] = [served] if served is not None else []
+    if served is not None:
+        for flags in flag_presets:
+            picked = [flags.get(k) for k in _GRID_FLAGS]
+            if all(v is None for v in picked) or any(v is not None and not isinstance(v, int) for v in picked):
+                continue  # no speculative count in it (or one removed: no speculation)
+            wanted.append(tuple(int(v) if isinstance(v, int) else served[i] for i, v in enumerate(picked)))  # type: ignore[arg-type]
+    wanted += STANDARD_GRID
+    out: list[Config] = []
+    for s, k, d in wanted:
+        try:
+            cfg = parse_config(f"{s},{k},{d}")
+        except ValueError:
+            continue
+        if cfg not in out:
+            out.append(cfg)
+    return out
+
+
+_GRID_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
+
 # ---------------------------------------------------------------- jobs and notices
 
 
@@ -309,6 +407,65 @@ def check_progress(done: int, total: int, eta_s: float | None, wiring: str | Non
 
 def bench_progress(done: int, total: int, label: str) -> JobProgress:
     return JobProgress(f"{escape(label)}: {done}/{total} requests", done, max(total, 1))
+
+
+def cfg_text(cfg: Config) -> str:
+    return f"{cfg[0]}/{cfg[1]}/{cfg[2]}"
+
+
+class SweepStepView(Protocol):
+    """What the progress line reads from a finished sweep step (the session's `SweepStep`)."""
+
+    config: Config
+    predicted: float | None
+    accept_len: float | None
+    tok_s: float | None
+    error: str | None
+
+
+def sweep_progress(
+    done: int, total: int, last: SweepStepView | None, eta_s: float | None, upcoming: Config | None
+) -> JobProgress:
+    """The sweep's line over its bar: where it is, the last step's outcome, what is served next, ETA."""
+    bits = [f"sweep {done}/{total}"]
+    if last is not None:
+        what = cfg_text(last.config)
+        if last.error:
+            bits.append(f"{what} [$accept-bad]failed[/]: {escape(last.error.splitlines()[0] if last.error else '')}")
+        else:
+            bits.append(f"{what} accept {fmt_num(last.accept_len)} (predicted {fmt_num(last.predicted)}),"
+                        f" {fmt_num(last.tok_s, 1)} tok/s")
+    if upcoming is not None:
+        bits.append(f"serving {cfg_text(upcoming)}…")
+    elif done >= total:
+        bits.append("restoring the start…")
+    if eta_s is not None and done < total:
+        bits.append(f"ETA {fmt_duration(eta_s)}")
+    bits.append("esc stops after this step and restores")
+    return JobProgress(" · ".join(bits), done, max(total, 1))
+
+
+class SweepOutcome(Protocol):
+    """What the toast reads from a sweep's result (the session's `SweepResult`)."""
+
+    restored: bool
+    stopped: bool
+    restore_error: str | None
+
+    @property
+    def steps(self) -> Sequence[SweepStepView]: ...
+
+
+def sweep_summary(result: SweepOutcome) -> tuple[str, bool]:
+    """(toast text, whether it is bad news): how many configurations ran, and whether the start is back."""
+    ran = len(result.steps)
+    failed = sum(1 for s in result.steps if s.error)
+    text = f"sweep {'stopped after' if result.stopped else 'done:'} {ran} configuration{'' if ran == 1 else 's'}"
+    if failed:
+        text += f" ({failed} failed to serve)"
+    if result.restore_error:
+        return f"{text}; the starting launch command was NOT restored: {result.restore_error}", True
+    return f"{text}; {'start restored' if result.restored else 'start NOT restored'}", not result.restored
 
 
 

@@ -119,6 +119,15 @@ def recorded_report():
     return CheckReport.from_dict(json.loads((DATA / "check_report.json").read_text(encoding="utf-8")))
 
 
+def recorded_predict_report():
+    """A CheckReport with a predictions grid, recorded from a real check run (checkjob.run_check on the
+    demo world through LocalHost, 2,000 positions, steps 1, `--predict` for 1/1/2, 15/1/16 and the
+    standard grid; the two paths replaced by neutral ones): the best wiring's grid and the served one's."""
+    from eagle3_tui.eagle.accuracy import CheckReport
+
+    return CheckReport.from_dict(json.loads((DATA / "check_report_predict.json").read_text(encoding="utf-8")))
+
+
 def recorded_plan(session: Session):
     """The plan for the `train-[:-1]` preset against the recorded draft config (the real planner)."""
     from eagle3_tui.session.presets import find_preset, plan_layers

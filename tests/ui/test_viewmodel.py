@@ -11,7 +11,7 @@ from eagle3_tui.session import ConnView, ServerView
 from eagle3_tui.sglang.logline import DecodeStats, LogReader
 from eagle3_tui.telemetry.metrics import Telemetry
 from eagle3_tui.ui import viewmodel as vm
-from tests.ui.recorded import recorded_lines, recorded_report
+from tests.ui.recorded import recorded_lines, recorded_predict_report, recorded_report
 
 SERVED = ServerView(
     state="ready",
@@ -109,6 +109,78 @@ def test_restart_note_is_empty_once_the_restart_ended():
     assert vm.restart_note("launching", "pid 7", 3.2) == "restart: launching pid 7 (3s)"
     for phase in ("ready", "failed", "done"):
         assert vm.restart_note(phase, "x", 9.0) == ""
+
+
+def test_the_check_number_and_the_chart_line_follow_the_served_flags():
+    """One function feeds both: with the check's grid, the status bar and the chart predict the
+    flags served now, so applying steps=15 moves them (the served wiring's 15/1/16, not the
+    steps-1 chain)."""
+    report = recorded_predict_report()
+    before = snap(check=report)
+    assert vm.served_config(SERVED) == (1, 1, 2)
+    assert vm.predicted(before) == predicted_accept_len(report, SERVED.boundaries, (1, 1, 2)) == 1.3305
+    steps15 = dataclasses.replace(SERVED, steps=15, draft_tokens=16, active_preset="steps=15")
+    after = snap(check=report, server=steps15)
+    assert vm.predicted(after) == predicted_accept_len(report, (2, 6, 9), (15, 1, 16)) == 1.4969
+    assert "(check 1.50)" in " ".join(vm.status_parts(after, now=0.0).bottom)
+    assert "(check 1.33)" in " ".join(vm.status_parts(before, now=0.0).bottom)
+    line = vm.accept_series(after, t_end=0.0, window_s=300, points=50).references
+    assert line == [(1.4969, "check predicts 1.50 (15/1/16)")]
+    # the training wiring served: its own grid
+    trained = snap(check=report, server=dataclasses.replace(steps15, boundaries=(0, 2, 6)))
+    assert vm.predicted(trained) == 3.512
+    # flags the check did not predict: the chain of the check's steps, and the line says so
+    odd = snap(check=report, server=dataclasses.replace(SERVED, steps=7, draft_tokens=8))
+    assert vm.predicted(odd) == 1.3305 and not vm.predicted_for_flags(odd)
+    assert vm.accept_series(odd, t_end=0.0, window_s=300, points=50).references[0][1] == "check predicts 1.33 (chain of 1)"
+    # no speculation: no served flags
+    assert vm.served_config(dataclasses.replace(SERVED, speculative=False)) is None
+
+
+def test_prediction_rows_mark_the_served_wiring_and_flags():
+    report = recorded_predict_report()
+    rows = vm.prediction_rows(report, SERVED.boundaries, (1, 1, 2))
+    assert [r.wiring for r in rows] == ["training"] * 8 + ["draft config"] * 8
+    assert rows[0] == vm.PredictionRow("training", "embed, h2, h6", (1, 1, 2), 1.751)
+    served = [r for r in rows if r.served_flags]
+    assert served == [vm.PredictionRow("draft config", "h2, h6, h9", (1, 1, 2), 1.3305, True, True)]
+    assert all(r.served_wiring for r in rows[8:]) and not any(r.served_wiring for r in rows[:8])
+    assert {r.config for r in rows[8:]} == {(1, 1, 2), (15, 1, 16), (3, 1, 4), (5, 1, 6), (3, 4, 8), (5, 4, 8),
+                                            (5, 4, 16), (6, 8, 32)}
+    # boundaries unknown: nothing marked; no report, no rows
+    assert not any(r.served_wiring for r in vm.prediction_rows(report, None, (1, 1, 2)))
+    assert vm.prediction_rows(None, (2, 6, 9), None) == []
+    assert vm.prediction_rows(recorded_report(), (2, 6, 9), (1, 1, 2)) == []  # a check without --predict
+
+
+def test_check_grid_holds_the_served_flags_and_the_flag_presets():
+    presets = [{"speculative-num-steps": 15}, dict.fromkeys(("speculative-algorithm", "speculative-num-steps")),
+               {"--disable-cuda-graph": True}, {"speculative-eagle-topk": 1, "speculative-num-steps": 3}]
+    grid = vm.check_grid(SERVED, presets)
+    assert grid[:3] == [(1, 1, 2), (15, 1, 16), (3, 1, 4)]  # served, steps=15 (topk 1: draft 16), 3/1/4
+    assert (3, 4, 8) in grid and (6, 8, 32) in grid and len(grid) == len(set(grid))
+    off = vm.check_grid(dataclasses.replace(SERVED, speculative=False), presets)
+    assert (15, 1, 16) not in off and (3, 4, 8) in off
+
+
+def test_sweep_progress_and_summary():
+    from eagle3_tui.session.sweep import SweepResult, SweepStep
+
+    first = vm.sweep_progress(0, 3, None, None, (3, 4, 8))
+    assert (first.done, first.total) == (0, 3)
+    assert first.text == "sweep 0/3 · serving 3/4/8… · esc stops after this step and restores"
+    step = SweepStep((3, 4, 8), 1.85, 1.91, 40.5)
+    mid = vm.sweep_progress(1, 3, step, 42.0, (5, 4, 16))
+    assert mid.text == ("sweep 1/3 · 3/4/8 accept 1.91 (predicted 1.85), 40.5 tok/s · serving 5/4/16… · ETA 42s"
+                        " · esc stops after this step and restores")
+    bad = vm.sweep_progress(3, 3, SweepStep((6, 8, 32), None, error="server failed to start\ntail"), 0.0, None)
+    assert "6/8/32 [$accept-bad]failed[/]: server failed to start · restoring the start…" in bad.text
+    assert "ETA" not in bad.text
+    done = SweepResult(["x"], [step, SweepStep((6, 8, 32), None, error="e")], restored=True, stopped=True)
+    assert vm.sweep_summary(done) == ("sweep stopped after 2 configurations (1 failed to serve); start restored", False)
+    lost = SweepResult(["x"], [step], restored=False, restore_error="port busy")
+    assert vm.sweep_summary(lost) == (
+        "sweep done: 1 configuration; the starting launch command was NOT restored: port busy", True)
 
 
 def test_job_progress_lines():
