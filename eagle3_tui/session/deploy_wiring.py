@@ -8,11 +8,13 @@ relaunches a container's or a unit's command on the host.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.deploy_container import ContainerRestart, EngineLogDecoder, FileView
+from eagle3_tui.session.deploy_journal import JournalFollow
 from eagle3_tui.session.deploy_restart import Parts, RestartStrategy
 from eagle3_tui.session.deploy_systemd import SystemdRestart
 from eagle3_tui.session.deployment import Deployment
@@ -44,6 +46,24 @@ def wire(session: Session, dep: Deployment, running_argv: Sequence[str]) -> None
     session.feed.decode = EngineLogDecoder() if dep.kind == "container" else None
     session.restarter.strategy = strategy_for(dep, parts_of(session), running_argv)
     session.views.set_server(deployment=dep.label or None)
+    _follow_journal(session, dep)
+
+
+_JOURNALS: weakref.WeakKeyDictionary[Session, JournalFollow] = weakref.WeakKeyDictionary()
+
+
+def _follow_journal(session: Session, dep: Deployment) -> None:
+    """A unit logging to the journal only: follow `journalctl -u UNIT -f` (one per session; a new unit replaces it)."""
+    old = _JOURNALS.get(session)
+    if old is not None and dep.kind == "systemd" and dep.log is None and old.unit == dep.unit:
+        return  # the same unit found again (a rediscovery): keep following, no line twice
+    _JOURNALS.pop(session, None)
+    if old is not None:
+        session._spawn(old.stop())
+    if dep.kind == "systemd" and dep.unit and dep.log is None:
+        follow = JournalFollow(session.host, session.feed, session.views, dep.unit)
+        _JOURNALS[session] = follow
+        follow.start(session._spawn)
 
 
 def wire_remembered(session: Session, spec: LaunchSpec) -> None:

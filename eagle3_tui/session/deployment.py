@@ -70,6 +70,7 @@ class Deployment:
     unit: str | None = None
     pod: str | None = None
     terminal: str | None = None  # "tmux", "screen", or "terminal" for a pane
+    source: str | None = None  # followed without a file: "journalctl -u sglang"
     node_rank: int = 0
     dist_init: str | None = None  # --dist-init-addr: where node 0 (the head) waits for the others
     binds: tuple[tuple[str, str], ...] = ()
@@ -77,7 +78,8 @@ class Deployment:
 
     def to_json(self) -> dict[str, object]:
         """`doctor --json`'s `deployment` object."""
-        return {"kind": self.kind, "engine": self.engine, "id": self.id, "nodes": self.nodes, "log": self.log}
+        return {"kind": self.kind, "engine": self.engine, "id": self.id, "nodes": self.nodes,
+                "log": self.log or self.source}
 
     @property
     def label(self) -> str:

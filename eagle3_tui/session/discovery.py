@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.deploy_journal import journal_source
 from eagle3_tui.session.deployment import (
     Deployment,
     ProcView,
@@ -220,6 +221,8 @@ async def detect_deployment(host: Host, pid: int, environ: Mapping[str, str], fd
         log = await _engine_log(host, dep)
     else:
         log = fd_log if dep.kind in ("process", "systemd") else None
+    if dep.kind == "systemd" and log is None and dep.unit:
+        return replace(dep, source=journal_source(dep.unit))
     return replace(dep, log=log)
 
 
