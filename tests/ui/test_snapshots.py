@@ -16,16 +16,23 @@ from eagle3_tui.ui.screens.modals import DiffModal
 from eagle3_tui.ui.themes import builtin_theme_dir
 from eagle3_tui.ui.widgets.charts import TimeChart
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from tests.ui.recorded import clock_of, recorded_plan, recorded_report, recorded_session, until_ready
+from tests.ui.recorded import (
+    clock_of,
+    recorded_plan,
+    recorded_predict_report,
+    recorded_report,
+    recorded_session,
+    until_ready,
+)
 
 SIZE = (120, 40)
 HELD = 40  # the log's last lines, fed once the app listens
 
 
-def _app(tmp_path, theme: str = "eagle3-dark", *, with_report: bool = False) -> Eagle3App:
+def _app(tmp_path, theme: str = "eagle3-dark", *, with_report: bool = False, report=None) -> Eagle3App:
     session, held = recorded_session(tmp_path, hold_back=HELD)
-    if with_report:
-        session.check = recorded_report()
+    if with_report or report is not None:
+        session.check = report if report is not None else recorded_report()
     app = make_app(
         session,
         clock=clock_of(session),
@@ -75,6 +82,19 @@ def test_diff_modal(snap_compare, tmp_path):
 
 def test_accuracy_results(snap_compare, tmp_path):
     app = _app(tmp_path, with_report=True)
+
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("4")
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=run_before, terminal_size=SIZE)
+
+
+def test_accuracy_predictions(snap_compare, tmp_path):
+    """The predictions grid under the wirings: rows steps/topk/draft, a column per wiring predicted
+    (the best and the served one), the served 1/1/2 on the served wiring marked."""
+    app = _app(tmp_path, report=recorded_predict_report())
 
     async def run_before(pilot):
         await _settle(pilot)

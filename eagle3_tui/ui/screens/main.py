@@ -227,6 +227,7 @@ class MainScreen(Screen[None]):
         self.config_pane.served = session.server
         self.config_pane.readonly = session.readonly
         self.accuracy_pane.served = session.server.boundaries
+        self.accuracy_pane.served_flags = vm.served_config(session.server)
         self.accuracy_pane.report = session.check
         self._reload_ledger_rows()
         self.live.mark_dirty()
@@ -279,6 +280,7 @@ class MainScreen(Screen[None]):
         self._show_status()
         self.config_pane.served = server
         self.accuracy_pane.served = server.boundaries
+        self.accuracy_pane.served_flags = vm.served_config(server)
         self._show_presets()
         if server.state == "failed":
             self.notify("server failed\n" + "\n".join(list(server.log_tail)[-5:]), severity="error", timeout=15)

@@ -1,4 +1,5 @@
-"""The accuracy check: progress with ETA while it runs, then the wirings side by side."""
+"""The accuracy check: progress with ETA while it runs, then the wirings side by side and the
+predicted accept length for each (steps, topk, draft tokens) the check predicted, served one marked."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 
 from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.ui.format import fmt_num
-from eagle3_tui.ui.viewmodel import JobProgress
+from eagle3_tui.ui.viewmodel import Config, JobProgress, PredictionRow, cfg_text, prediction_rows
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport, WiringResult
@@ -52,6 +53,8 @@ class AccuracyPane(Vertical):
     AccuracyPane > #check-progress { height: 3; padding: 0 1; display: none; }
     AccuracyPane.running > #check-progress { display: block; }
     AccuracyPane > #check-table { height: auto; max-height: 12; }
+    AccuracyPane > #predict-table { height: auto; max-height: 12; margin-top: 1; display: none; }
+    AccuracyPane.-predicted > #predict-table { display: block; }
     AccuracyPane > VerticalScroll { height: 1fr; padding: 0 1; }
     AccuracyPane > #check-keys { height: 1; color: $foreground-muted; padding: 0 1; }
     """
@@ -60,6 +63,8 @@ class AccuracyPane(Vertical):
     """The last check's report (None: no check yet)."""
     served: reactive[tuple[int, ...] | None] = reactive(None, init=False)
     """The boundaries the server is served with now."""
+    served_flags: reactive[Config | None] = reactive(None, init=False)
+    """The (steps, topk, draft tokens) the server runs now."""
     progress: reactive[JobProgress | None] = reactive(None, init=False)
     """The running check's progress (None: none runs)."""
     stopped: reactive[str] = reactive("", init=False, always_update=True)
@@ -70,6 +75,7 @@ class AccuracyPane(Vertical):
             yield Label("", id="check-label")
             yield ProgressBar(total=100, show_eta=False, id="check-bar")
         yield DataTable(id="check-table", cursor_type="none", zebra_stripes=True)
+        yield DataTable(id="predict-table", cursor_type="none", zebra_stripes=True)
         with VerticalScroll():
             yield Static("No check yet: press c to run the standalone accuracy check.", id="check-notes")
         yield Label("c run check · esc cancel it", id="check-keys")
@@ -90,23 +96,58 @@ class AccuracyPane(Vertical):
     def watch_served(self) -> None:
         self._show_report()
 
+    def watch_served_flags(self) -> None:
+        self._show_report()
+
     def _show_report(self) -> None:
         report = self.report
         if report is None:
             return
         self.progress = None
         served = report.for_boundaries(self.served) if self.served is not None else None
-        table = self.query_one(DataTable)
+        table = self.query_one("#check-table", DataTable)
         table.clear(columns=True)
         table.add_column("", key="metric")
         for i, r in enumerate(report.wirings):
             table.add_column(Text(r.name + (" (served)" if r is served else "")), key=f"w{i}")
         for label, attr, digits, pct in _ROWS:
             table.add_row(Text(label, style="bold"), *(Text(_cell(r, attr, digits, pct)) for r in report.wirings))
-        self.query_one("#check-notes", Static).update(report_notes(report, self.served))
+        rows = prediction_rows(report, self.served, self.served_flags)
+        self.set_class(bool(rows), "-predicted")
+        fill_predictions(self.query_one("#predict-table", DataTable), rows)
+        self.query_one("#check-notes", Static).update(report_notes(report, self.served, self.served_flags))
 
 
-def report_notes(report: CheckReport, served: tuple[int, ...] | None = None) -> str:
+def fill_predictions(table: DataTable[Text], rows: list[PredictionRow]) -> None:
+    """One row per (steps, topk, draft tokens), one column per wiring predicted; the served wiring's
+    column says so and the served configuration's row and cell are marked ▶."""
+    table.clear(columns=True)
+    if not rows:
+        return
+    wirings = list(dict.fromkeys(r.wiring for r in rows))
+    configs = list(dict.fromkeys(r.config for r in rows))
+    cell = {(r.wiring, r.config): r for r in rows}
+    table.add_column(Text("steps/topk/draft", style="bold"), key="cfg")
+    for i, w in enumerate(wirings):
+        first = next(r for r in rows if r.wiring == w)
+        label = f"{w} ({first.boundaries})" + (" served" if first.served_wiring else "")
+        table.add_column(Text(label, style="bold"), key=f"p{i}")
+    for cfg in configs:
+        mine = [cell.get((w, cfg)) for w in wirings]
+        served = any(r is not None and r.served_flags for r in mine)
+        head = Text(("▶ " if served else "  ") + cfg_text(cfg), style="bold" if served else "")
+        table.add_row(head, *(_prediction_cell(r) for r in mine))
+
+
+def _prediction_cell(row: PredictionRow | None) -> Text:
+    if row is None or row.accept_len is None:
+        return Text("–")
+    if row.served_flags:
+        return Text(f"▶ {row.accept_len:.2f} served", style="bold reverse")
+    return Text(f"{row.accept_len:.2f}")
+
+
+def report_notes(report: CheckReport, served: tuple[int, ...] | None = None, served_flags: Config | None = None) -> str:
     """The best and the served wiring, the data, the norm probe, the checkpoint findings and the
     notes of a CheckReport, as markup."""
     from eagle3_tui.eagle.accuracy import predicted_accept_len
@@ -120,10 +161,11 @@ def report_notes(report: CheckReport, served: tuple[int, ...] | None = None) -> 
             f" top-1 {best.top1 * 100:.1f}% · predicted accept len {fmt_num(best.predicted_accept_len)}"
             f" (chain of {steps} step{'' if steps == 1 else 's'})"
         )
-    expected = predicted_accept_len(report, served)
+    expected = predicted_accept_len(report, served, served_flags)
     if served is not None:
+        flags = f" with {cfg_text(served_flags)}" if served_flags is not None else ""
         lines.append(
-            f"[b]Served now:[/b] {escape(format_boundaries(served))}: predicted accept len {fmt_num(expected)}"
+            f"[b]Served now:[/b] {escape(format_boundaries(served))}{flags}: predicted accept len {fmt_num(expected)}"
             + ("" if expected is not None else " (no wiring of the check feeds exactly these boundaries)")
         )
     lines.append(
