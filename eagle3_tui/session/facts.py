@@ -88,7 +88,8 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     served = None
     if s.speculative and s.steps is not None and s.topk is not None and s.draft_tokens is not None:
         served = (s.steps, s.topk, s.draft_tokens)
-    f.predicted_accept_len = predicted_accept_len(snap.check, s.boundaries, served)
+    # decode's boundaries where graphed decode replays others (ids reaching prefill only): they decide it
+    f.predicted_accept_len = predicted_accept_len(snap.check, s.decode_boundaries or s.boundaries, served)
     _advice(f, snap)
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
@@ -135,7 +136,7 @@ def _advice(f: Facts, snap: FactsSnapshot) -> None:
     rep = snap.check
     if rep is None:
         return
-    b = snap.server.boundaries
+    b = snap.server.decode_boundaries or snap.server.boundaries
     hit = rep.for_boundaries(b) if b is not None else rep.result("draft config")
     if hit is None or hit.top1 is None:
         return
