@@ -368,11 +368,10 @@ def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] 
     wanted: list[Config] = [served] if served is not None else []
     if served is not None:
         for flags in flag_presets:
-            picked = [_count(flags.get(k)) for k in _GRID_FLAGS]
-            if all(v is None for v in picked):
+            picked = [flags.get(k) for k in _GRID_FLAGS]
+            if all(v is None for v in picked) or any(v is not None and not isinstance(v, int) for v in picked):
                 continue  # no speculative count in it (or one removed: no speculation)
-            s, k, d = (v if v is not None else served[i] for i, v in enumerate(picked))
-            wanted.append((s, k, d))
+            wanted.append(tuple(int(v) if isinstance(v, int) else served[i] for i, v in enumerate(picked)))  # type: ignore[arg-type]
     wanted += STANDARD_GRID
     out: list[Config] = []
     for s, k, d in wanted:
@@ -386,29 +385,6 @@ def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] 
 
 
 _GRID_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-
-
-def _count(value: object) -> int | None:
-    """A flag preset's count (an int, or digits as a profile may write it); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
-
-
-def sweep_grid(report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None) -> list[Config]:
-    """What the console's sweep serves: the served flags and the configurations the check predicted
-    (on the served wiring when it was predicted), else the served flags and the standard grid."""
-    from eagle3_tui.eagle.predict import STANDARD_GRID
-
-    rows = prediction_rows(report, served, served_cfg)
-    mine = [r.config for r in rows if r.served_wiring] or [r.config for r in rows]
-    out: list[Config] = [served_cfg] if served_cfg is not None else []
-    for cfg in mine or list(STANDARD_GRID):
-        if cfg not in out:
-            out.append(cfg)
-    return out
 
 
 # ---------------------------------------------------------------- jobs and notices
