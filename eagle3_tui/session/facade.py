@@ -369,7 +369,7 @@ class Session:
             server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
             last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
-            measured=tuple(measured_configs(self.ledger_rows(), self.server.boundaries)),
+            measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
         )
 
     async def refresh_findings(self, *, quiet: bool = False) -> list[Finding]:

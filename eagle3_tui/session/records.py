@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.errors import UserError
 from eagle3_tui.session.discovery import LaunchSpec, redact_env
 from eagle3_tui.session.events import LedgerChanged, ServerView
 
@@ -68,6 +69,14 @@ class Records:
 
     def rows(self) -> list[LedgerRow]:
         return list(self.ledger().rows(host=self._host_name))
+
+    def readable_rows(self) -> list[LedgerRow]:
+        """The rows, or none when the ledger cannot be read: the doctor goes on without them, and the
+        problem is said where a row is written (`record`) or the ledger is shown."""
+        try:
+            return self.rows()
+        except UserError:
+            return []
 
     def record(self, kind: str, config: dict[str, Any], results: dict[str, Any], note: str = "") -> None:
         try:
