@@ -44,29 +44,30 @@ def _unpack_sglang(version: str, dest: Path) -> Path:
     return dest / "sglang"
 
 
-async def test_read_from_the_source_the_server_imports(tmp_path: Path) -> None:
-    """A server process whose PYTHONPATH holds SGLang 0.5.6: the session reads that package's own files."""
-    from eagle3_tui.remote.local import LocalHost
+async def test_read_from_the_source_the_server_imports(tmp_path: Path, any_host: Any) -> None:
+    """A server process whose PYTHONPATH holds SGLang 0.5.6: the session reads that package's own files,
+    through a LocalHost and over SSH."""
     from eagle3_tui.session.probe import read_installed
 
     site = tmp_path / "site"
     _unpack_sglang("0.5.6", site)
     spec = LaunchSpec.from_argv([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m"],
                                 cwd=str(tmp_path), env={"PYTHONPATH": str(site)})
-    host = LocalHost()
-    try:
-        got, where = await read_installed(host, spec, Profile("h", local=True), "Qwen3ForCausalLM", 36)
-        assert where == str(site / "sglang")
-        assert got is not None and got.version == "0.5.6" and got.embed_capture
-        assert any(n.how == "read from source" for n in got.notes)
-        ids = got.evaluate((-1, 17, 32))
-        assert ids.captures == (0, 18, 33) and ids.prefill_only and ids.captures_cuda_graph == (2, 18, 33)
-        # no sglang on that path: nothing read, and the session falls back to the version
-        bare = LaunchSpec.from_argv([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m"],
-                                    cwd=str(tmp_path), env={"PYTHONPATH": str(tmp_path / "empty")})
-        assert (await read_installed(host, bare, Profile("h", local=True), "Qwen3ForCausalLM", 36))[0] is None
-    finally:
-        await host.close()
+    got, where = await read_installed(any_host, spec, Profile("h", local=True), "Qwen3ForCausalLM", 36)
+    assert where == str(site / "sglang")
+    assert got is not None and got.version == "0.5.6" and got.embed_capture
+    assert any(n.how == "read from source" for n in got.notes)
+    ids = got.evaluate((-1, 17, 32))
+    assert ids.captures == (0, 18, 33) and ids.prefill_only and ids.captures_cuda_graph == (2, 18, 33)
+    # a source checkout run from its python/ directory: the cwd is on the server's path
+    checkout = LaunchSpec.from_argv([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m"],
+                                    cwd=str(site), env={})
+    got, where = await read_installed(any_host, checkout, Profile("h", local=True), "LlamaForCausalLM", 32)
+    assert where == str(site / "sglang") and got is not None and not got.embed_capture
+    # no sglang on that path: nothing read, and the session falls back to the version
+    bare = LaunchSpec.from_argv([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m"],
+                                cwd=str(tmp_path), env={"PYTHONPATH": str(tmp_path / "empty")})
+    assert (await read_installed(any_host, bare, Profile("h", local=True), "Qwen3ForCausalLM", 36))[0] is None
 
 
 def test_version_fallback_says_assumed() -> None:
