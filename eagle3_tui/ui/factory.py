@@ -30,7 +30,8 @@ def make_app(
     **options: Any,
 ) -> Eagle3App:
     """A console over `session` (or over the one `lifecycle.boot` builds). `options` are the other
-    fields of `ConsoleOptions` (hint, clock, chart_hz, boot_screen, bench_opts, check_opts)."""
+    fields of `ConsoleOptions` (hint, clock, chart_hz, boot_screen, bench_opts, check_opts,
+    sweep_opts)."""
     if profile is None and session is not None:
         profile = session.profile
     opts = ConsoleOptions(

@@ -19,13 +19,13 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("log-filter", "log-pause", "log-top", "log-bottom", "log-wrap", "log-filter-close", "window-narrow", "window-widen"),
     ),
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
-    ("Accuracy check and benchmarks", ("check", "cancel", "bench", "bench-baseline")),
+    ("Accuracy check and benchmarks", ("check", "cancel", "bench", "bench-baseline", "sweep")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )
 
 # Actions that change the host: hidden and refused in --readonly.
-CHANGING = frozenset({"apply_preset", "rollback", "restart"})
+CHANGING = frozenset({"apply_preset", "rollback", "restart", "sweep"})
 
 _DISPLAY = {
     "slash": "/",

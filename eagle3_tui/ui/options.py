@@ -36,6 +36,9 @@ class ConsoleOptions:
     """Show the progress screen while `Lifecycle.boot` runs (the demo's world build)."""
     bench_opts: Mapping[str, Any] = field(default_factory=dict)
     check_opts: Mapping[str, Any] = field(default_factory=dict)
+    sweep_opts: Mapping[str, Any] = field(default_factory=dict)
+    """The console sweep's `grid` (configs), `limit` (how many of the predicted best; default 4) and
+    `bench` (each step's benchmark options)."""
 
 
 @dataclass(frozen=True)

@@ -368,10 +368,11 @@ def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] 
     wanted: list[Config] = [served] if served is not None else []
     if served is not None:
         for flags in flag_presets:
-            picked = [flags.get(k) for k in _GRID_FLAGS]
-            if all(v is None for v in picked) or any(v is not None and not isinstance(v, int) for v in picked):
+            picked = [_count(flags.get(k)) for k in _GRID_FLAGS]
+            if all(v is None for v in picked):
                 continue  # no speculative count in it (or one removed: no speculation)
-            wanted.append(tuple(int(v) if isinstance(v, int) else served[i] for i, v in enumerate(picked)))  # type: ignore[arg-type]
+            s, k, d = (v if v is not None else served[i] for i, v in enumerate(picked))
+            wanted.append((s, k, d))
     wanted += STANDARD_GRID
     out: list[Config] = []
     for s, k, d in wanted:
@@ -385,6 +386,29 @@ def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] 
 
 
 _GRID_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
+
+def _count(value: object) -> int | None:
+    """A flag preset's count (an int, or digits as a profile may write it); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def sweep_grid(report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None) -> list[Config]:
+    """What the console's sweep serves: the served flags and the configurations the check predicted
+    (on the served wiring when it was predicted), else the served flags and the standard grid."""
+    from eagle3_tui.eagle.predict import STANDARD_GRID
+
+    rows = prediction_rows(report, served, served_cfg)
+    mine = [r.config for r in rows if r.served_wiring] or [r.config for r in rows]
+    out: list[Config] = [served_cfg] if served_cfg is not None else []
+    for cfg in mine or list(STANDARD_GRID):
+        if cfg not in out:
+            out.append(cfg)
+    return out
 
 
 # ---------------------------------------------------------------- jobs and notices
@@ -418,32 +442,39 @@ def cfg_text(cfg: Config) -> str:
 class SweepStepView(Protocol):
     """What the progress line reads from a finished sweep step (the session's `SweepStep`)."""
 
-    config: Config
-    predicted: float | None
-    accept_len: float | None
-    tok_s: float | None
-    error: str | None
+    @property
+    def config(self) -> Config: ...
+    @property
+    def predicted(self) -> float | None: ...
+    @property
+    def accept_len(self) -> float | None: ...
+    @property
+    def tok_s(self) -> float | None: ...
+    @property
+    def error(self) -> str | None: ...
 
 
 def sweep_progress(
-    done: int, total: int, last: SweepStepView | None, eta_s: float | None, upcoming: Config | None
+    done: int, total: int, last: SweepStepView | None, eta_s: float | None, upcoming: Config | None,
+    *, stopping: bool = False,
 ) -> JobProgress:
     """The sweep's line over its bar: where it is, the last step's outcome, what is served next, ETA."""
     bits = [f"sweep {done}/{total}"]
     if last is not None:
         what = cfg_text(last.config)
         if last.error:
-            bits.append(f"{what} [$accept-bad]failed[/]: {escape(last.error.splitlines()[0] if last.error else '')}")
+            bits.append(f"{what} [$accept-bad]failed[/]: {escape(last.error.splitlines()[0])}")
         else:
             bits.append(f"{what} accept {fmt_num(last.accept_len)} (predicted {fmt_num(last.predicted)}),"
                         f" {fmt_num(last.tok_s, 1)} tok/s")
     if upcoming is not None:
         bits.append(f"serving {cfg_text(upcoming)}…")
-    elif done >= total:
+    elif done >= total or stopping:
         bits.append("restoring the start…")
-    if eta_s is not None and done < total:
+    if eta_s is not None and done < total and not stopping:
         bits.append(f"ETA {fmt_duration(eta_s)}")
-    bits.append("esc stops after this step and restores")
+    if not stopping and done < total:
+        bits.append("esc stops after this step and restores")
     return JobProgress(" · ".join(bits), done, max(total, 1))
 
 

@@ -187,13 +187,22 @@ async def test_readonly_hides_changing_actions(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         await pilot.press("3")
-        for action in ("rollback", "restart"):
+        for action in ("rollback", "restart", "sweep"):
             assert app.main.check_action(action, ()) is False
         assert app.main.config_pane.check_action("apply_preset", ()) is False
         await pilot.press("R")
         await pilot.press("u")
+        await pilot.press("S")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]  # no confirmation popped up
+        # the palette has no flag sweep; help lists it as disabled
+        from eagle3_tui.ui.commands import ConsoleCommands
+        from eagle3_tui.ui.screens.help import help_markup
+
+        texts = [t for t, _, _ in ConsoleCommands(app.screen)._commands()]
+        assert not any(t.startswith("Flag sweep") for t in texts) and not any(t.startswith("Apply preset") for t in texts)
+        line = next(x for x in help_markup(app.keymap, True, app.key_owners()).splitlines() if "Flag sweep" in x)
+        assert "(disabled: read-only)" in line
         assert "READONLY" in str(app.query_one("#status").render())
 
 

@@ -174,8 +174,9 @@ def test_sweep_progress_and_summary():
     assert mid.text == ("sweep 1/3 · 3/4/8 accept 1.91 (predicted 1.85), 40.5 tok/s · serving 5/4/16… · ETA 42s"
                         " · esc stops after this step and restores")
     bad = vm.sweep_progress(3, 3, SweepStep((6, 8, 32), None, error="server failed to start\ntail"), 0.0, None)
-    assert "6/8/32 [$accept-bad]failed[/]: server failed to start · restoring the start…" in bad.text
-    assert "ETA" not in bad.text
+    assert bad.text == "sweep 3/3 · 6/8/32 [$accept-bad]failed[/]: server failed to start · restoring the start…"
+    stopped = vm.sweep_progress(1, 3, step, 42.0, None, stopping=True)
+    assert stopped.text.endswith("40.5 tok/s · restoring the start…")
     done = SweepResult(["x"], [step, SweepStep((6, 8, 32), None, error="e")], restored=True, stopped=True)
     assert vm.sweep_summary(done) == ("sweep stopped after 2 configurations (1 failed to serve); start restored", False)
     lost = SweepResult(["x"], [step], restored=False, restore_error="port busy")

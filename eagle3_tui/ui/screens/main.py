@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.markup import escape
+from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Label, TabbedContent, TabPane
@@ -35,6 +36,7 @@ from eagle3_tui.ui.widgets.status_bar import StatusBar
 if TYPE_CHECKING:
     from eagle3_tui.profile import Preset
     from eagle3_tui.session import Session
+    from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep
     from eagle3_tui.ui.keys import Key
     from eagle3_tui.ui.screens.modals import ConfirmModal
     from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
@@ -52,6 +54,7 @@ FOCUS = {
     "ledger": "#ledger-table",
 }
 CHECK_STOPPED = "check cancelled: the job on the host was stopped"
+SWEEP_LIMIT = 4  # the console sweep serves this many of the predicted best unless sweep_opts says otherwise
 
 
 def while_mounted(handler: Callable[[MainScreen, M], None]) -> Callable[[MainScreen, M], None]:
@@ -74,15 +77,27 @@ class MainScreen(Screen[None]):
         Binding("u", "rollback", "Roll back last apply", show=False, id="rollback"),
         Binding("R", "restart", "Restart server", show=False, id="restart"),
         Binding("c", "check", "Check", tooltip="Run the standalone accuracy check on the host", id="check"),
-        Binding("escape", "cancel", "Cancel the check / benchmark", show=False, id="cancel"),
+        Binding("escape", "cancel", "Cancel the check / benchmark, stop a sweep", show=False, id="cancel"),
         Binding("b", "bench", "Bench", tooltip="Run a benchmark through the HTTP API", id="bench"),
         Binding("B", "bench_baseline", "Baseline benchmark (no speculation)", show=False, id="bench-baseline"),
+        Binding(
+            "S", "sweep", "Flag sweep",
+            tooltip="Flag sweep: serve the best configs in turn, benchmark each, restore",
+            show=False, id="sweep",
+        ),
         Binding("1", "show_tab('live')", "Live", show=False, id="tab-live"),
         Binding("2", "show_tab('findings')", "Findings", show=False, id="tab-findings"),
         Binding("3", "show_tab('config')", "Config", show=False, id="tab-config"),
         Binding("4", "show_tab('accuracy')", "Accuracy", show=False, id="tab-accuracy"),
         Binding("5", "show_tab('ledger')", "Ledger", show=False, id="tab-ledger"),
     ]
+
+    class SweepProgressed(Message):
+        """A sweep step ended (posted from the sweep's progress callback)."""
+
+        def __init__(self, done: int, total: int, step: SweepStep | None, eta_s: float | None) -> None:
+            super().__init__()
+            self.done, self.total, self.step, self.eta_s = done, total, step, eta_s
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__()
@@ -95,6 +110,9 @@ class MainScreen(Screen[None]):
         self.restart_note = ""
         self._start: SessionHook | None = None
         self._shown_by_key: str | None = None
+        self.sweep: Sweep | None = None
+        """The running flag sweep (None: none runs)."""
+        self._sweep_stopping = False
 
     # -- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -403,12 +421,12 @@ class MainScreen(Screen[None]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("rollback", "restart") and self.readonly:
+        if action in ("rollback", "restart", "sweep") and self.readonly:
             return False
-        if action in ("rollback", "restart", "check", "bench", "bench_baseline", "preset"):
+        if action in ("rollback", "restart", "sweep", "check", "bench", "bench_baseline", "preset"):
             return self.session is not None and self.panes_ready
         if action == "cancel":
-            return self.jobs.busy("check") or self.jobs.busy("bench")
+            return self.jobs.busy("check") or self.jobs.busy("bench") or self.jobs.busy("sweep")
         return True
 
     def run_key(self, key: Key) -> None:
@@ -443,10 +461,18 @@ class MainScreen(Screen[None]):
         if self.readonly:
             self.notify("read-only: presets cannot be applied", severity="warning")
             return
-        if self.jobs.busy("restart"):
-            self.notify("a restart is already running", severity="warning")
+        if self._restarting():
             return
         self._plan_and_confirm(name)
+
+    def _restarting(self) -> bool:
+        """A restart or a sweep runs (said as a toast): no other change may start beside it."""
+        for group, what in (("restart", "a restart is already running"),
+                            ("sweep", "a flag sweep is running (esc stops it after this step)")):
+            if self.jobs.busy(group):
+                self.notify(what, severity="warning")
+                return True
+        return False
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def _plan_and_confirm(self, name: str) -> None:
@@ -466,6 +492,8 @@ class MainScreen(Screen[None]):
     def action_rollback(self) -> None:
         session = self.session
         assert session is not None
+        if self._restarting():
+            return
 
         def go(yes: bool | None) -> None:
             if yes:
@@ -476,6 +504,8 @@ class MainScreen(Screen[None]):
     def action_restart(self) -> None:
         session = self.session
         assert session is not None
+        if self._restarting():
+            return
 
         def go(yes: bool | None) -> None:
             if yes:
@@ -492,9 +522,10 @@ class MainScreen(Screen[None]):
             return
         self.action_show_tab("accuracy")
         self.accuracy_pane.progress = vm.CHECK_STARTING
-        self.jobs.run(
-            "check", session.run_check(**self.options.check_opts), "accuracy check", on_error=self._check_failed
-        )
+        opts = dict(self.options.check_opts)
+        if "predict" not in opts:  # the served flags, each flag preset's and the standard grid
+            opts["predict"] = vm.check_grid(session.server, [p.flags for p in self.preset_list() if p.kind == "flags"])
+        self.jobs.run("check", session.run_check(**opts), "accuracy check", on_error=self._check_failed)
 
     def _check_failed(self, why: str) -> None:
         if why == "cancelled":
@@ -503,7 +534,16 @@ class MainScreen(Screen[None]):
             self.accuracy_pane.stopped = f"[$accept-bad]check failed:[/] {escape(why)}"
 
     def action_cancel(self) -> None:
-        if self.jobs.cancel("check"):
+        if self.sweep is not None and self.jobs.busy("sweep"):
+            self.sweep.stop()  # after the current step, then the start is restored
+            self._sweep_stopping = True
+            shown = self.ledger_pane.sweep
+            if shown is not None:
+                self.ledger_pane.sweep = vm.JobProgress(shown.text.replace(
+                    "esc stops after this step and restores", "stopping after this step, then restoring the start"),
+                    shown.done, shown.total)
+            self.notify("the sweep stops after this step and restores the start", timeout=6)
+        elif self.jobs.cancel("check"):
             self.accuracy_pane.stopped = CHECK_STOPPED
         elif self.jobs.cancel("bench"):
             self.ledger_pane.progress = None
@@ -533,6 +573,70 @@ class MainScreen(Screen[None]):
 
     def _bench_failed(self, why: str) -> None:
         self.ledger_pane.progress = None
+
+    # -- the flag sweep ------------------------------------------------------------------------------------
+    def action_sweep(self) -> None:
+        from eagle3_tui.session.sweep import Sweep
+
+        session = self.session
+        assert session is not None
+        if self.readonly:
+            self.notify("read-only: a flag sweep restarts the server", severity="warning")
+            return
+        if self._restarting():
+            return
+        opts = self.options.sweep_opts
+        grid = list(opts.get("grid") or vm.sweep_grid(session.check, session.server.boundaries,
+                                                      vm.served_config(session.server)))
+        sweep = Sweep(session, grid, bench=opts.get("bench"), limit=opts.get("limit", SWEEP_LIMIT),
+                      on_progress=self._sweep_progress)
+        if not sweep.configs:
+            self.notify("nothing to sweep: no configuration given", severity="warning")
+            return
+        listed = ", ".join(vm.cfg_text(c) for c in sweep.configs)
+        order = "predicted best first" if session.check is not None and session.check.predictions else "in grid order"
+        question = (f"Flag sweep: serve {len(sweep.configs)} configurations ({order}: {listed}), steps/topk/draft "
+                    "tokens, each with a restart and a short benchmark, then restore the starting launch command? "
+                    "The server restarts several times; requests in flight fail.")
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self._start_sweep(sweep)
+
+        self.app.push_screen(_confirm(question, yes="Sweep"), go)
+
+    def _start_sweep(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        self._sweep_stopping = False
+        self.action_show_tab("ledger")
+        self.ledger_pane.sweep = vm.sweep_progress(0, len(sweep.configs), None, None, sweep.configs[0])
+        self.jobs.run("sweep", self._run_sweep(sweep), "flag sweep", on_error=self._sweep_failed)
+
+    async def _run_sweep(self, sweep: Sweep) -> SweepResult:
+        try:
+            result = await sweep.run()
+        finally:
+            self.sweep = None
+        self.ledger_pane.sweep = None
+        text, bad = vm.sweep_summary(result)
+        self.notify(text, severity="error" if bad else "information", timeout=12 if bad else 8)
+        return result
+
+    def _sweep_progress(self, done: int, total: int, step: SweepStep | None, eta_s: float | None) -> None:
+        self.post_message(self.SweepProgressed(done, total, step, eta_s))
+
+    @on(SweepProgressed)
+    def _show_sweep_progress(self, message: SweepProgressed) -> None:
+        sweep = self.sweep
+        if not self.panes_ready or sweep is None:
+            return
+        going_on = message.done < message.total and not self._sweep_stopping
+        upcoming = sweep.configs[message.done] if going_on else None
+        self.ledger_pane.sweep = vm.sweep_progress(message.done, message.total, message.step, message.eta_s, upcoming,
+                                                   stopping=self._sweep_stopping)
+
+    def _sweep_failed(self, why: str) -> None:
+        self.ledger_pane.sweep = None
 
 
 def _confirm(question: str, *, yes: str) -> ConfirmModal:

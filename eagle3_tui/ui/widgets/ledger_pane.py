@@ -1,4 +1,5 @@
-"""The run ledger as a table; `b` benchmarks, `B` runs a baseline."""
+"""The run ledger as a table; `b` benchmarks, `B` runs a baseline, `S` sweeps the flags (its
+progress over the benchmark's, its rows arriving as each configuration is measured)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ class LedgerPane(Vertical):
     LedgerPane > DataTable { height: 1fr; }
     LedgerPane > #bench-row { height: 2; padding: 0 1; display: none; }
     LedgerPane.running > #bench-row { display: block; }
+    LedgerPane > #sweep-row { height: 2; padding: 0 1; display: none; }
+    LedgerPane.sweeping > #sweep-row { display: block; }
     LedgerPane > #ledger-keys { height: 1; color: $foreground-muted; padding: 0 1; }
     """
 
@@ -62,13 +65,18 @@ class LedgerPane(Vertical):
     """The ledger's rows for this host, oldest first."""
     progress: reactive[JobProgress | None] = reactive(None, init=False)
     """The running benchmark's progress (None: none runs)."""
+    sweep: reactive[JobProgress | None] = reactive(None, init=False)
+    """The running flag sweep's progress (None: none runs)."""
 
     def compose(self) -> ComposeResult:
+        with Vertical(id="sweep-row"):
+            yield Label("", id="sweep-label")
+            yield ProgressBar(total=100, show_eta=False, id="sweep-bar")
         with Vertical(id="bench-row"):
             yield Label("", id="bench-label")
             yield ProgressBar(total=100, show_eta=False, id="bench-bar")
         yield DataTable[Text](id="ledger-table", cursor_type="row", zebra_stripes=True)
-        yield Label("b benchmark · B baseline (no speculation)", id="ledger-keys")
+        yield Label("b benchmark · B baseline (no speculation) · S flag sweep · esc stops it", id="ledger-keys")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -89,3 +97,9 @@ class LedgerPane(Vertical):
         if progress is not None:
             self.query_one("#bench-bar", ProgressBar).update(total=progress.total, progress=progress.done)
             self.query_one("#bench-label", Label).update(progress.text)
+
+    def watch_sweep(self, progress: JobProgress | None) -> None:
+        self.set_class(progress is not None, "sweeping")
+        if progress is not None:
+            self.query_one("#sweep-bar", ProgressBar).update(total=progress.total, progress=progress.done)
+            self.query_one("#sweep-label", Label).update(progress.text)
