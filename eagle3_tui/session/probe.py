@@ -8,6 +8,7 @@ rule that needs it stays silent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
     from eagle3_tui.session.discovery import LaunchSpec
-    from eagle3_tui.sglang.installed import Answer
+    from eagle3_tui.sglang.installed import Answer, Read
 
 SIM_PATCH_FLAG = "--sim-embed-capture-patch"
 SIM_VERSION_FLAG = "--sglang-version"
@@ -289,13 +290,25 @@ async def read_installed(
     if root is None:
         return None, ""
 
-    async def fetch(rel: str) -> str | None:
+    loop = asyncio.get_running_loop()
+
+    async def read_on_loop(rel: str) -> str | None:
         try:
             return str(await host.read_text(f"{root}/{rel}"))
         except UserError:
             return None
 
-    got, files = await gather(fetch, lambda read: answer(read_release(read), target, num_layers, None))
+    async def fetch(rel: str) -> str | None:  # in the worker's loop; the host's I/O stays on the session's
+        try:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(read_on_loop(rel), loop))
+        except RuntimeError:  # the session's loop closed meanwhile: nothing more to read
+            return None
+
+    def analyse(read: Read) -> Answer:
+        return answer(read_release(read), target, num_layers, None)
+
+    # Parsing SGLang's source takes a second or more: off the event loop, so the console stays live.
+    got, files = await asyncio.to_thread(asyncio.run, gather(fetch, analyse))
     if not any(text is not None for text in files.values()):
         return None, ""
     return got, root
