@@ -62,6 +62,7 @@ from eagle3_tui.session.monitor import ServerMonitor
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
+    advice_presets,
     all_presets,
     builtin_presets,
     find_preset,
@@ -390,6 +391,7 @@ class Session:
         current = parse_argv(self._spec.argv) if self._spec is not None else None
         installed = self.installed()
         builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
+        builtins += advice_presets(self.findings or ())  # the doctor's better-flags, when it advises
         return all_presets(builtins, self.profile.presets, self.target.num_layers, installed)
 
     def installed(self) -> Answer | None:
