@@ -9,7 +9,7 @@ the predicted accept length (`eagle.accuracy.predicted_accept_len`) and the boun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -358,10 +358,12 @@ def prediction_rows(
     return sorted(out, key=lambda r: order.index(r.wiring))  # stable: the grid's order within a wiring
 
 
-def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] = ()) -> list[Config]:
+def check_grid(
+    server: ServerView, flag_presets: Sequence[Mapping[str, object]] = (), seen: Sequence[Config] = ()
+) -> list[Config]:
     """What the console's check predicts: the served flags, the flags each flag preset would serve
-    (so applying one moves the prediction), then the standard grid; SGLang's topk-1 rule applied,
-    configurations SGLang refuses left out."""
+    (so applying one moves the prediction), those the ledger saw on this host (so rolling back
+    does), then the standard grid; SGLang's topk-1 rule applied, configurations it refuses left out."""
     from eagle3_tui.eagle.predict import STANDARD_GRID, parse_config
 
     served = served_config(server)
@@ -373,6 +375,7 @@ def check_grid(server: ServerView, flag_presets: Sequence[Mapping[str, object]] 
                 continue  # no speculative count in it (or one removed: no speculation)
             s, k, d = (v if v is not None else served[i] for i, v in enumerate(picked))
             wanted.append((s, k, d))
+    wanted += seen
     wanted += STANDARD_GRID
     out: list[Config] = []
     for s, k, d in wanted:
@@ -395,6 +398,16 @@ def _count(value: object) -> int | None:
     if isinstance(value, int):
         return value
     return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def ledger_configs(configs: Iterable[Mapping[str, object]]) -> list[Config]:
+    """The (steps, topk, draft tokens) of ledger rows' config snapshots, in order, once each."""
+    out: list[Config] = []
+    for c in configs:
+        s, k, d = (_count(c.get(key)) for key in ("steps", "topk", "draft_tokens"))
+        if s is not None and k is not None and d is not None and (s, k, d) not in out:
+            out.append((s, k, d))
+    return out
 
 
 def sweep_grid(report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None) -> list[Config]:

@@ -173,6 +173,15 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         table = app.query_one("#check-table", DataTable)
         assert len(table.columns) == 1 + len(s.check.wirings) >= 3
         assert "Best wiring" in str(app.query_one("#check-notes").render())
+        # the check predicted the served flags (and each flag preset's): the status bar and the chart
+        # line give the 15/1/16 prediction now, and the predictions table marks it
+        assert {(r["steps"], r["topk"], r["draft_tokens"]) for r in s.check.predictions} >= {(15, 1, 16), (1, 1, 2)}
+        snap = app.main.snapshot()
+        at15 = vm.predicted(snap)
+        assert vm.predicted_for_flags(snap) and at15 is not None
+        line = vm.accept_series(snap, t_end=time.time(), window_s=300, points=50).references
+        assert line == [(at15, f"check predicts {at15:.2f} (15/1/16)")]
+        assert "▶" in "".join(str(c) for c in app.query_one("#predict-table", DataTable).get_row_at(0))
 
         # benchmark: a ledger row appears
         rows_before = len(s.ledger_rows())
@@ -193,6 +202,9 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
             "the rollback restart",
             180,
         )
+        # back at steps 1: the same report, the 1/1/2 prediction
+        back = app.main.snapshot()
+        assert vm.predicted(back) != at15 and vm.predicted_for_flags(back)
         served_pid = s.server.pid
         assert pid_alive(served_pid)
         await pilot.press("q")

@@ -159,6 +159,10 @@ def test_check_grid_holds_the_served_flags_and_the_flag_presets():
     grid = vm.check_grid(SERVED, presets)
     assert grid[:3] == [(1, 1, 2), (15, 1, 16), (3, 1, 4)]  # served, steps=15 (topk 1: draft 16), 3/1/4
     assert (3, 4, 8) in grid and (6, 8, 32) in grid and len(grid) == len(set(grid))
+    rows = [{"steps": 7, "topk": 1, "draft_tokens": 8}, {"steps": None}, {"steps": 7, "topk": 1, "draft_tokens": 8}]
+    assert vm.ledger_configs(rows) == [(7, 1, 8)]
+    assert vm.check_grid(dataclasses.replace(SERVED, steps=15, draft_tokens=16), (), [(1, 1, 2)])[:2] == [
+        (15, 1, 16), (1, 1, 2)]  # rolling back finds its prediction
     off = vm.check_grid(dataclasses.replace(SERVED, speculative=False), presets)
     assert (15, 1, 16) not in off and (3, 4, 8) in off
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from eagle3_tui.profile import Preset
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep
+    from eagle3_tui.telemetry.ledger import LedgerRow
     from eagle3_tui.ui.keys import Key
     from eagle3_tui.ui.screens.modals import ConfirmModal
     from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
@@ -269,6 +270,13 @@ class MainScreen(Screen[None]):
         pane = self.config_pane
         pane.presets = tuple(self.preset_list())
         pane.active = self.session.server.active_preset if self.session is not None else None
+
+    def _ledger_or_none(self) -> list[LedgerRow]:
+        """The ledger's rows, or none when it cannot be read (the check runs all the same)."""
+        try:
+            return list(self.session.ledger_rows()) if self.session is not None else []
+        except Exception:
+            return []
 
     def _reload_ledger_rows(self) -> None:
         if self.session is None:
@@ -523,8 +531,9 @@ class MainScreen(Screen[None]):
         self.action_show_tab("accuracy")
         self.accuracy_pane.progress = vm.CHECK_STARTING
         opts = dict(self.options.check_opts)
-        if "predict" not in opts:  # the served flags, each flag preset's and the standard grid
-            opts["predict"] = vm.check_grid(session.server, [p.flags for p in self.preset_list() if p.kind == "flags"])
+        if "predict" not in opts:  # the served flags, each flag preset's, the ledger's and the standard grid
+            opts["predict"] = vm.check_grid(session.server, [p.flags for p in self.preset_list() if p.kind == "flags"],
+                                            vm.ledger_configs(r.config for r in self._ledger_or_none()))
         self.jobs.run("check", session.run_check(**opts), "accuracy check", on_error=self._check_failed)
 
     def _check_failed(self, why: str) -> None:
