@@ -112,7 +112,8 @@ class StepResult:
 
 
 class Engine:
-    """Target (+ draft) on CPU, one thread, no autograd."""
+    """Target (+ draft) on CPU, one thread, no autograd (each entry point runs under `no_grad`, so an
+    engine in the same process as a training loop leaves autograd alone)."""
 
     def __init__(
         self,
@@ -127,7 +128,6 @@ class Engine:
         from safetensors.torch import load_file
 
         torch.set_num_threads(1)
-        torch.set_grad_enabled(False)
         self.model_path = Path(model_path)
         self.target_config = json.loads((self.model_path / "config.json").read_text())
         self.target = TargetModel.from_tensors(
@@ -155,6 +155,7 @@ class Engine:
     def speculative(self) -> bool:
         return self.draft is not None and self.num_steps > 0
 
+    @torch.no_grad()
     def warmup(self, ids: list[int]) -> None:
         """One forward through capture and fc, as SGLang's start-up does: errors surface here."""
         _, hs = self.target(torch.tensor([ids]))
@@ -172,6 +173,7 @@ class Engine:
     def new_sequence(self, prompt: list[int], max_new_tokens: int, stop_ids: frozenset[int]) -> Sequence:
         return Sequence(prompt=list(prompt), max_new_tokens=max_new_tokens, stop_ids=stop_ids)
 
+    @torch.no_grad()
     def prefill(self, seq: Sequence) -> int:
         """Run the prompt; commits the first token. Returns tokens committed (1, or 0 when none are asked)."""
         if seq.max_new_tokens <= 0:
@@ -203,6 +205,7 @@ class Engine:
                 seq.finished = "length"
         return n
 
+    @torch.no_grad()
     def step(self, seq: Sequence) -> StepResult:
         """One decode iteration for `seq`: a plain token, or draft k tokens + one verify."""
         if not self.speculative:
@@ -253,6 +256,7 @@ class Engine:
         seq.draft_cache, seq.draft_len = cache, seq.draft_len + len(new)
         seq.next_draft_logits, seq.next_draft_hidden = dl[:, -1:], dh[:, -1:]
 
+    @torch.no_grad()
     def draft_tree(self, seq: Sequence) -> DraftTree:
         """SGLang's draft_forward for one request: topk slots, steps - 1 batched draft forwards.
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.session.checkjob import SCRIPT_FILES
 from tests.trainers import worlds as W
 
 N_SAMPLES = 10
@@ -178,7 +179,7 @@ def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: P
     from eagle3_tui.eagle import accuracy
 
     src = Path(accuracy.__file__).parent
-    for name in ("accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py"):
+    for name in SCRIPT_FILES:  # the files the check job ships, from the one list
         shutil.copy(src / name, tmp_path / name)
     proc = subprocess.run(
         [sys.executable, str(tmp_path / "accuracy.py"), "--no-stdin-watch", "--draft", str(world.speculators_draft),
