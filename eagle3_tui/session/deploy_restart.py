@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
     from eagle3_tui.session.discovery import LaunchSpec, ServerProcess
     from eagle3_tui.session.logfeed import LogFeed
-    from eagle3_tui.session.restart import ClientFactory
     from eagle3_tui.session.state import RunTracker
     from eagle3_tui.session.views import Views
+    from eagle3_tui.sglang.client import SGLangClient
 
 FIND_POLL_S = 0.3
 
+
+ClientFactory = Callable[[], Awaitable["SGLangClient"]]
+"""How a part gets the server's HTTP client (through the port forward when remote)."""
 
 class RestartStrategy(Protocol):
     """Restart by the server's owner. `relaunch` returns (launch number, pgid) to wait on, or None

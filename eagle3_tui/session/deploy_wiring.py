@@ -9,8 +9,8 @@ relaunches a container's or a unit's command on the host.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.deploy_container import ContainerRestart, EngineLogDecoder, FileView
@@ -20,11 +20,34 @@ from eagle3_tui.session.deploy_systemd import SystemdRestart
 from eagle3_tui.session.deployment import Deployment
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
     from eagle3_tui.session.discovery import LaunchSpec
-    from eagle3_tui.session.facade import Session
+    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.restart import Restarter
+    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.views import Views
+    from eagle3_tui.sglang.client import SGLangClient
 
 INTO_LOG_KINDS = ("pane", "pipe")
+
+
+class Session(Protocol):
+    """The parts of a `Session` the wiring fits (a protocol, so this module never imports the facade)."""
+
+    host: Host
+    views: Views
+    feed: LogFeed
+    tracker: RunTracker
+    profile: Profile
+    restarter: Restarter
+    deployment: Deployment
+
+    async def client(self) -> SGLangClient: ...
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
 
 
 def parts_of(session: Session) -> Parts:

@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import posixpath
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_tui import faults
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.deploy_restart import ClientFactory
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
 from eagle3_tui.session.restartlock import RestartLock
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from eagle3_tui.session.deploy_restart import RestartStrategy
     from eagle3_tui.session.logfeed import LogFeed
     from eagle3_tui.session.views import Views
-    from eagle3_tui.sglang.client import SGLangClient
 
 LOG_TAIL_LINES = 40
 STOP_GRACE_S = 30.0
@@ -53,7 +53,6 @@ _PORT_FREE = (
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "tmux", "screen", "sshd", "login", "su", "sudo"})
 
-ClientFactory = Callable[[], Awaitable["SGLangClient"]]
 LaunchHook = Callable[[LaunchSpec, int, str], None]
 
 
