@@ -504,3 +504,22 @@ def test_megabyte_line_tqdm_carriage_returns_and_interleaved_ranks() -> None:
     kinds = [type(ev).__name__ for ev in events]
     assert kinds.count("DecodeStats") == 400 and kinds.count("Failure") == 1
     assert {type(reader.feed(t)[0]).__name__ for t in (tqdm, tqdm + "\r", huge_decode)} == {"Other"}
+
+
+def test_start_lines_of_every_release_split_runs_also_past_max_line() -> None:
+    """SGLang <= 0.5.19 logs `server_args=ServerArgs(...)`, 0.5.20+ `server_args={...}` (sglang 0.5.20
+    srt/entrypoints/engine.py); a real one runs past 16 KiB. Each starts a run with its flags, on both paths."""
+    from eagle3_tui.sglang.logsynth import decode_line
+
+    fields = {"model_path": "/models/Qwen3-8B", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "chat_template": "x" * 30_000}
+    old = "[2026-04-05 20:00:00] server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+    new = "[2026-04-05 21:00:00] server_args=" + repr(fields)
+    stat = decode_line("0.5.6", running=1, used=10, usage=0.01, accept_len=2.5, num_draft_tokens=4, tps=50.0, queue=0)
+    lines = [new[:200] + "}", stat, old, stat, stat, new, stat]
+    data = ("\n".join(lines) + "\n").encode()
+    for bs in (4096, 1 << 20):
+        _both_paths(data, bs)
+    runs = _replay(data, fast=True)
+    assert [r.decode_lines for r in runs] == [1, 2, 1]
+    assert all(r.spec is not None and r.spec["num_steps"] == 3 and r.spec["num_draft_tokens"] == 4 for r in runs[1:])

@@ -449,8 +449,13 @@ KEY_NEEDLES: tuple[bytes, ...] = (
 # `--log-requests` lines: `Receive: obj=GenerateReqInput(...)`, `Finish: obj=..., out=...`.
 # uvicorn: `client - "METHOD path HTTP/1.1" status`; matched after the ` - "` is found.
 _ACCESS_TAIL = re.compile(r"([A-Z]+) (\S+) HTTP/[\d.]+\" (\d{3})")
-_SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
+# `server_args=ServerArgs(a=1, ...)` until 0.5.19; from 0.5.20 `server_args={'a': 1, ...}`
+# (sglang 0.5.20 srt/entrypoints/engine.py logs the dict). Either can run past MAX_LINE.
+_SERVER_ARGS = re.compile(r"server_args=(?:ServerArgs\(|\{)")
 _ARG = re.compile(r"(?<!\w)(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
+_DICT_ARG = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|[^,()\[\]{}]*)")
+MAX_START_LINE = 1 << 20
+"""A start line is read up to this length (1 MiB); other lines longer than MAX_LINE are kept as text."""
 
 
 def _message(text: str, end: int | None = None) -> tuple[float | None, str]:
@@ -465,7 +470,8 @@ def _message(text: str, end: int | None = None) -> tuple[float | None, str]:
 def _server_args(text: str, m: re.Match[str]) -> ServerArgs:
     ts, _, _ = split_prefix(text, m.start())
     args: dict[str, str] = {}
-    for a in _ARG.finditer(text, m.end()):
+    pattern = _DICT_ARG if text[m.end() - 1] == "{" else _ARG
+    for a in pattern.finditer(text, m.end()):
         if a.group(1) not in args:
             args[a.group(1)] = a.group(2).strip()
     return ServerArgs(timestamp=ts, args=args, line=text)
@@ -507,7 +513,8 @@ def _access(text: str) -> HttpAccess | None:
 def _parse(text: str) -> LogEvent:
     text = text.rstrip("\r\n")
     if len(text) > MAX_LINE:
-        return Other(line=text)
+        sa = _SERVER_ARGS.search(text, 0, 512) if len(text) <= MAX_START_LINE else None
+        return _server_args(text, sa) if sa is not None else Other(line=text)
     m = _STATS_HEADER.search(text) if " batch" in text else None
     if ("Receive: " in text or "Finish: " in text) and _is_request_log(
         text, m.start() if m is not None else len(text)
