@@ -374,6 +374,9 @@ def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
         str(port),
         "--sim-background-load",
         "4",
+        # The server shuts down when this console is gone, even after a SIGKILL.
+        "--sim-exit-with-pid",
+        str(os.getpid()),
         # A decode stat every 10 iterations (SGLang's default is 40) so the demo's charts move at once.
         "--decode-log-interval",
         "10",

@@ -21,6 +21,7 @@ from eagle3_tui.sim.engine import plan_capture
 from eagle3_tui.sim.flags import build_parser, effective_args
 from eagle3_tui.sim.logfmt import DecodeStats as SimDecodeStats
 from eagle3_tui.sim.logfmt import decode_message, prefill_message
+from tests.plugins.world import SPEC_ARGS
 
 PROMPTS = [
     "def dedent(text):\n",
@@ -245,3 +246,20 @@ def test_background_load_keeps_requests_running(sim_server) -> None:
         d.accept_len is None and "Decode batch. " in d.line for d in decodes
     )  # plain decoding, old style
     assert "Cache not flushed because there are pending requests" in srv.log_text()
+
+
+def test_the_demo_server_dies_with_its_console(sim_server) -> None:
+    """`--sim-exit-with-pid` (the demo profile passes the console's pid): a console that was SIGKILLed
+    cannot stop its server, so the server shuts itself down once that process is gone."""
+    import signal
+    import subprocess
+    import time
+
+    console = subprocess.Popen(["sleep", "600"])
+    srv = sim_server(*SPEC_ARGS, "--sim-background-load", "1", "--sim-exit-with-pid", str(console.pid))
+    time.sleep(1.5)
+    assert srv.proc.poll() is None  # the console lives: so does its server
+    console.send_signal(signal.SIGKILL)
+    console.wait()
+    assert srv.proc.wait(timeout=30) == 0
+    assert "is gone: shutting down" in srv.log_text() and "Shutting down" in srv.log_text()

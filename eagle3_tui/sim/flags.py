@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sim-target-arch", default=None, choices=sorted(SIM_ARCHS),
                    help="the architecture the tiny target is served as (its tensors stay the world's)")
+    p.add_argument("--sim-exit-with-pid", type=int, default=None, metavar="PID",
+                   help="shut down when process PID is gone (the demo console: its server never outlives it)")
     p.add_argument("--sim-bg-max-new-tokens", type=int, default=96, help=argparse.SUPPRESS)
     return p
 

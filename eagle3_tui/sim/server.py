@@ -138,6 +138,25 @@ def _on_signals(stop: threading.Event, holder: dict[str, SimServer]) -> None:
     signal.signal(signal.SIGINT, on_term)
 
 
+def _exit_with(pid: int, log: LogWriter, poll_s: float = 1.0) -> None:
+    """Send ourselves SIGTERM (the normal shutdown) once `pid` is gone: a SIGKILLed demo console
+    cannot stop its server, so the server watches the console instead."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:  # alive, someone else's
+                continue
+        log.write(f"sim: process {pid} (--sim-exit-with-pid) is gone: shutting down")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-with-pid", daemon=True).start()
+
+
 def _serve(server: SimServer, log: LogWriter) -> int:
     args = server.args
     try:
@@ -167,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     holder: dict[str, SimServer] = {}
     _on_signals(stop, holder)
+    if ns.sim_exit_with_pid:
+        _exit_with(ns.sim_exit_with_pid, log)
     from eagle3_tui.sim.engine import Engine  # torch: only once the flags are known to be good
 
     log.write("Load weight begin. avail mem=126.00 GB", scheduler=True)
