@@ -174,3 +174,25 @@ def test_sigterm_during_a_restart_is_one_line_and_releases_the_lock(tmp_path, de
             p.kill()
             p.wait()
         stop_processes_under(tmp_path)
+
+
+def test_a_port_held_by_another_process_fails_the_restart_soon_and_says_so(tmp_path, demo_world):
+    """The stop waits for the old group to be gone; a listener still on the port is someone else's,
+    so the restart fails after PORT_HELD_S with the reason instead of waiting out a minute."""
+    import socket
+
+    from eagle3_tui.session.restart import PORT_HELD_S
+
+    prof, _cfg, alias = _profile(tmp_path, demo_world)
+    port = int(next(line for line in prof.read_text().splitlines() if line.startswith("port = ")).split()[-1])
+    stranger = socket.socket()
+    stranger.bind(("127.0.0.1", port))
+    stranger.listen()
+    try:
+        r = cli(prof, alias, "restart", "--yes", timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"port {port} is still in use" in r.stderr and "another process listens on it" in r.stderr, r.stderr
+        assert f"{PORT_HELD_S:.0f} s after the server stopped" in r.stderr, r.stderr
+    finally:
+        stranger.close()
+        stop_processes_under(tmp_path)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 LOG_TAIL_LINES = 40
 STOP_GRACE_S = 30.0
 FAILED_STOP_GRACE_S = 10.0
-PORT_WAIT_S = 60.0
+PORT_HELD_S = 10.0
 ALIVE_CHECK_S = 1.0
 POLL_S = 0.2
 LAST_LINES_GRACE_S = 0.5  # after the group is gone, the follower still delivers its last lines
@@ -203,11 +203,16 @@ class Restarter:
         return elapsed
 
     async def _wait_port(self, spec: LaunchSpec, t0: float) -> None:
+        """The stop waited for the old group to be gone, so a listener left on the port is a stranger's
+        (or a process that escaped the group): give it PORT_HELD_S to close, not the whole deadline."""
         self._progress("port", f"waiting for port {spec.port} to be free", t0)
-        deadline = time.monotonic() + PORT_WAIT_S
+        deadline = time.monotonic() + PORT_HELD_S
         while not await self._port_free(spec):
             if time.monotonic() > deadline:
-                raise RestartFailed(f"port {spec.port} is still in use {PORT_WAIT_S:.0f} s after the stop")
+                raise RestartFailed(
+                    f"port {spec.port} is still in use {PORT_HELD_S:.0f} s after the server stopped: another "
+                    f"process listens on it (see `ss -ltnp 'sport = :{spec.port}'` on the host)"
+                )
             await asyncio.sleep(0.25)
 
     async def _port_free(self, spec: LaunchSpec) -> bool:
@@ -264,7 +269,7 @@ class Restarter:
 
     def _lock_age_s(self) -> float:
         """Longer than any restart can last: a lock older than this was left by a dead one."""
-        return STOP_GRACE_S + PORT_WAIT_S + self._profile.restart_deadline_s + 60.0
+        return STOP_GRACE_S + PORT_HELD_S + self._profile.restart_deadline_s + 60.0
 
     async def _fail(self, message: str, spec: LaunchSpec, t0: float) -> None:
         tail = await log_tail(self._host, spec.log_path or self._views.server.log_path, self._feed)
