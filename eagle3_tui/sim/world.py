@@ -172,6 +172,50 @@ def _save_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def _write_files(dest: Path, recipe: Any, target: Any, draft: Any, train_cap: Any, held_cap: Any) -> None:
+    """The world on disk: target and draft (config + safetensors), training data and held-out exports."""
+    from safetensors.torch import save_file
+
+    from eagle3_tui.sim import train as T
+    from eagle3_tui.sim.tokenizer import ByteTokenizer
+
+    target_dir = dest / "target"
+    target_dir.mkdir(exist_ok=True)
+    _save_json(target_dir / "config.json", T.target_config(recipe))
+    save_file({k: v.contiguous() for k, v in target.state_dict().items()}, str(target_dir / "model.safetensors"))
+    (target_dir / "tokenizer.json").write_text(ByteTokenizer().to_json() + "\n")
+    draft_dir = dest / "draft"
+    draft_dir.mkdir(exist_ok=True)
+    _save_json(draft_dir / "config.json", T.draft_config(recipe))
+    save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, str(draft_dir / "model.safetensors"))
+    write_speculators_v1(dest / "data", train_cap)
+    write_speculators_v1(dest / "heldout", held_cap)
+    export_specforge(dest / "specforge", held_cap)
+    export_speculators_st(dest / "speculators_st", held_cap)
+
+
+def _world_meta(recipe: Any, key: str, default: Any, metrics: dict[str, Any], phases: dict[str, float]) -> dict[str, Any]:
+    """world.json without the build times: what the world is, its file formats and measured quality."""
+    return {
+        "format": WORLD_FORMAT,
+        "key": key,
+        "recipe": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(recipe).items()},
+        "num_layers": recipe.num_layers,
+        "hidden_size": recipe.hidden_size,
+        "slot_boundaries": list(recipe.slot_boundaries),
+        "trained_boundaries": list(recipe.slot_boundaries[:-1]),
+        "default_boundaries": list(default),
+        "fix_layer_ids": [b - 1 for b in recipe.slot_boundaries[:-1]],
+        "formats": {
+            "data": "speculators v1 .pt: hidden_states = one tensor per slot (bf16), slots as slot_boundaries",
+            "specforge": "aux_hidden_state = cat(slots[:-1]); hidden_state = norm(h_N) (post-norm)",
+            "speculators_st": "hidden_states [T, slots, H] with the same slots; token_ids [T]",
+        },
+        "metrics": metrics,
+        "phases_s": phases,
+    }
+
+
 def build_world(
     dest: Path | str,
     *,
@@ -182,10 +226,8 @@ def build_world(
 ) -> World:
     """Build a world into `dest` (created; must not hold another world). One thread, fixed steps."""
     import torch
-    from safetensors.torch import save_file
 
     from eagle3_tui.sim import train as T
-    from eagle3_tui.sim.tokenizer import ByteTokenizer
 
     recipe = _recipe(seed, recipe)
     key = key or content_key(recipe)
@@ -226,23 +268,7 @@ def build_world(
         phase("draft", t)
 
         t = time.monotonic()
-        target_dir = dest / "target"
-        target_dir.mkdir(exist_ok=True)
-        _save_json(target_dir / "config.json", T.target_config(recipe))
-        save_file(
-            {k: v.contiguous() for k, v in target.state_dict().items()}, str(target_dir / "model.safetensors")
-        )
-        (target_dir / "tokenizer.json").write_text(ByteTokenizer().to_json() + "\n")
-        draft_dir = dest / "draft"
-        draft_dir.mkdir(exist_ok=True)
-        _save_json(draft_dir / "config.json", T.draft_config(recipe))
-        save_file(
-            {k: v.contiguous() for k, v in draft.state_dict().items()}, str(draft_dir / "model.safetensors")
-        )
-        write_speculators_v1(dest / "data", train_cap)
-        write_speculators_v1(dest / "heldout", held_cap)
-        export_specforge(dest / "specforge", held_cap)
-        export_speculators_st(dest / "speculators_st", held_cap)
+        _write_files(dest, recipe, target, draft, train_cap, held_cap)
         phase("write", t)
 
         t = time.monotonic()
@@ -254,27 +280,10 @@ def build_world(
         trained_eval, default_eval = metrics["trained"], metrics["default"]
         phase("evaluate", t)
 
-        meta = {
-            "format": WORLD_FORMAT,
-            "key": key,
-            "recipe": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(recipe).items()},
-            "num_layers": recipe.num_layers,
-            "hidden_size": recipe.hidden_size,
-            "slot_boundaries": list(recipe.slot_boundaries),
-            "trained_boundaries": list(recipe.slot_boundaries[:-1]),
-            "default_boundaries": list(default),
-            "fix_layer_ids": [b - 1 for b in recipe.slot_boundaries[:-1]],
-            "formats": {
-                "data": "speculators v1 .pt: hidden_states = one tensor per slot (bf16), slots as slot_boundaries",
-                "specforge": "aux_hidden_state = cat(slots[:-1]); hidden_state = norm(h_N) (post-norm)",
-                "speculators_st": "hidden_states [T, slots, H] with the same slots; token_ids [T]",
-            },
-            "metrics": metrics,
-            "phases_s": phases,
-            "build_seconds": round(time.monotonic() - t0, 1),
-            # CPU time of the one build thread: the cost without other load on the machine
-            "build_cpu_seconds": round(time.process_time() - cpu0, 1),
-        }
+        meta = _world_meta(recipe, key, default, metrics, phases)
+        meta["build_seconds"] = round(time.monotonic() - t0, 1)
+        # CPU time of the one build thread: the cost without other load on the machine
+        meta["build_cpu_seconds"] = round(time.process_time() - cpu0, 1)
         _save_json(dest / "world.json", meta)
         progress(
             f"[world] built in {meta['build_seconds']:.0f}s ({meta['build_cpu_seconds']:.0f}s CPU): top-1 trained {trained_eval['top1']:.2f} / "
