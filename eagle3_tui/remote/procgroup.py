@@ -48,6 +48,17 @@ def _live_member_in_proc(pgid: int) -> bool:
     return False
 
 
+def pid_alive(pid: int) -> bool:
+    """True while process `pid` exists (someone else's process counts)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def group_alive(pgid: int) -> bool:
     """True while the group has a member that is not a zombie."""
     try:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.doctor.advice import measured_configs
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile
+from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
@@ -94,13 +95,7 @@ ATTACH_LAST_LINES = 200
 def _other_process_alive(pid: object) -> bool:
     if not isinstance(pid, int) or pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 class Session:

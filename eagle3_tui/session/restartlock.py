@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.remote.procgroup import pid_alive
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
@@ -29,13 +30,6 @@ def lock_path(log_path: str) -> str:
     return posixpath.join(head, f".{tail}.restart-lock")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
     return True
 
 
@@ -45,7 +39,7 @@ def is_stale(owner: dict[str, Any], *, now: float, max_age_s: float, machine: st
     if not isinstance(since, (int, float)) or now - since > max_age_s:
         return True
     pid = owner.get("pid")
-    return owner.get("machine") == machine and isinstance(pid, int) and not _alive(pid)
+    return owner.get("machine") == machine and isinstance(pid, int) and not pid_alive(pid)
 
 
 def refusal(owner: dict[str, Any], path: str) -> str:

@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, LogWriter, start_line
 from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
@@ -143,14 +144,8 @@ def _exit_with(pid: int, log: LogWriter, poll_s: float = 1.0) -> None:
     cannot stop its server, so the server watches the console instead."""
 
     def watch() -> None:
-        while True:
+        while pid_alive(pid):
             time.sleep(poll_s)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            except PermissionError:  # alive, someone else's
-                continue
         log.write(f"sim: process {pid} (--sim-exit-with-pid) is gone: shutting down")
         os.kill(os.getpid(), signal.SIGTERM)
 
