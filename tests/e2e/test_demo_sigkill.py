@@ -33,7 +33,10 @@ def _servers_of(pane_pid: int) -> dict[int, int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"eagle3_tui.sim.server" in argv and b"--sim-exit-with-pid" in argv:
+        # the server's own interpreter (not a shell or setsid wrapper that carries the same argv)
+        is_server = Path(argv[0].decode(errors="replace")).name.startswith("python") and argv[1:3] == [
+            b"-m", b"eagle3_tui.sim.server"]
+        if is_server and b"--sim-exit-with-pid" in argv:
             console = int(argv[argv.index(b"--sim-exit-with-pid") + 1])
             if _ppid(console) == pane_pid:
                 out[int(entry.name)] = console
