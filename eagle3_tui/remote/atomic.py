@@ -177,7 +177,8 @@ async def write_atomic(ops: FileOps, path: str, data: bytes | str, expect_sha256
     return WriteResult(backup, hashlib.sha256(raw).hexdigest())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename in this machine's directory `path` durable (best effort)."""
     with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -216,4 +217,4 @@ def replace_local(path: Path, data: bytes, *, mid_fault: str | None = None) -> N
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from eagle3_tui import faults
-from eagle3_tui.remote.atomic import write_atomic
+from eagle3_tui.remote.atomic import fsync_dir, write_atomic
 from eagle3_tui.remote.errors import CommandTimeout, HostError, RemoteFileNotFound
 from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.procgroup import signal_group, stop_group
@@ -227,15 +227,6 @@ def _keep_copy(src: str, dst: str, data: bytes, mode: int) -> None:
         shutil.copy2(src, dst)
 
 
-def _fsync_dir(path: str) -> None:
-    with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory
-        dfd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
 class LocalFileOps:
     """`atomic.FileOps` on this machine: os calls in a worker thread, errors as one sentence."""
 
@@ -271,7 +262,7 @@ class LocalFileOps:
         await self._call("remove", path, os.unlink, path)
 
     async def fsync_dir(self, path: str) -> None:
-        await asyncio.to_thread(_fsync_dir, path)
+        await asyncio.to_thread(fsync_dir, path)
 
     async def list_dir(self, path: str) -> list[tuple[str, float]]:
         return await self._call("list", path, _list_dir, path)
