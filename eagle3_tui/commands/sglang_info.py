@@ -87,17 +87,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
+    """A config file as a JSON object, through the one validating reader (NaN, nesting, wrong types)."""
     from pathlib import Path
 
+    from eagle3_tui.readers import json_object
+
     try:
-        data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        data = Path(path).expanduser().read_bytes()
     except OSError as err:
         raise UserError(f"cannot read the {what} {path}: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"the {what} {path} is not valid JSON (line {err.lineno})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"the {what} {path} is not a JSON object")
-    return data
+    return json_object(data, f"the {what} {path}")
 
 
 def _target(args: argparse.Namespace) -> tuple[Arch, int]:
