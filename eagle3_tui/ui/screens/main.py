@@ -107,6 +107,7 @@ class MainScreen(Screen[None]):
         self.session: Session | None = None
         self.jobs = Jobs(self)
         self.panes_ready = False
+        self._panes_mounting = False
         self.session_wired = False
         self.restart_note = ""
         self._start: SessionHook | None = None
@@ -131,8 +132,20 @@ class MainScreen(Screen[None]):
         self.query_one("#hint").display = bool(self.options.hint)
         self.set_interval(1.0 / max(self.options.chart_hz, 0.1), self._chart_tick)
         self.set_interval(1.0, self._second_tick)
-        # The panes mount after the first frame: the first frame pays only for what it shows.
-        self.call_after_refresh(self._mount_panes)
+        self._schedule_panes()
+
+    def on_screen_resume(self) -> None:
+        self._schedule_panes()
+
+    def _schedule_panes(self) -> None:
+        """Mount the panes after the next frame: the first frame pays only for what it shows.
+
+        Textual hands a deferred callback to whichever screen is on top when it is processed: the boot
+        screen, during the demo's boot. A boot that ends before that screen repaints pops it with the
+        callback unrun, so resuming this screen schedules the mount again (textual 8.2,
+        `MessagePump._on_invoke_later`); the flags keep it to one mount."""
+        if not self.panes_ready and not self._panes_mounting:
+            self.call_after_refresh(self._mount_panes)
 
     def on_resize(self) -> None:
         self._set_short()
@@ -142,13 +155,20 @@ class MainScreen(Screen[None]):
         self.set_class(self.app.size.height < 32, "-short")
 
     async def _mount_panes(self) -> None:
+        live = self.live
+        if self.panes_ready or self._panes_mounting or not live.is_attached:
+            return
+        self._panes_mounting = True
+        try:
+            await self._mount_pane_widgets(live)
+        finally:
+            self._panes_mounting = False
+
+    async def _mount_pane_widgets(self, live: LivePane) -> None:
         from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
         from eagle3_tui.ui.widgets.findings import FindingsPane
         from eagle3_tui.ui.widgets.ledger_pane import LedgerPane
 
-        live = self.live
-        if not live.is_attached:
-            return
         await live.mount_charts()
         for tab, pane in (
             ("findings", FindingsPane(id="findings-pane")),
