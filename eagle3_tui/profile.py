@@ -97,6 +97,8 @@ class Profile:
     accept_new_host_key: bool = False
     ssh_config: str | None = None
     demo: bool = False
+    nodes: list[str] = field(default_factory=list)
+    """The hosts of a multi-node server, in node-rank order (the head first): a restart restarts them all."""
 
     @property
     def target(self) -> str:
@@ -215,6 +217,11 @@ def profile_from_table(name: str, table: Mapping[str, Any], *, path: Path | None
             raise _err(src, name, "keymap must be a table of action = key")
         prof.keymap = {str(k): str(v) for k, v in km.items()}
     prof.presets = _parse_presets(table.get("presets"), src, name)
+    if "nodes" in table:
+        nodes = table["nodes"]
+        if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
+            raise _err(src, name, "nodes must be a list of host names, the head (node rank 0) first")
+        prof.nodes = list(nodes)
     if prof.address is None and name in LOCAL_NAMES:
         prof.local = True
     return prof

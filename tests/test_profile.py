@@ -89,6 +89,7 @@ def test_localhost_and_local_flag_attach_without_ssh(config_dir):
         ('["h"]\nkeymap = 3\n', "keymap must be a table"),
         ('["h"]\nlog_path = 3\n', "log_path must be a string"),
         ('["h"]\ndata_slots = [1, "a"]\n', "data_slots must be a list of integers"),
+        ('["h"]\nnodes = ["a", 2]\n', "nodes must be a list of host names"),
         ('["h".presets.p]\nlayer_ids = [1]\nflags = {a = 1}\n', "both layer_ids and flags"),
         ('["h".presets.p]\ndescription = "x"\n', "needs layer_ids or flags"),
         ('["h"\nport = 1\n', "not valid TOML"),
@@ -100,6 +101,12 @@ def test_bad_files_are_one_sentence(tmp_path, text, match):
     f.write_text(text)
     with pytest.raises(UserError, match=match):
         read_profiles(f)
+
+
+def test_nodes_are_the_hosts_in_rank_order(tmp_path):
+    f = tmp_path / "hosts.toml"
+    f.write_text('["h"]\nnodes = ["gpu-a", "gpu-b"]\n')
+    assert read_profiles(f)["h"].nodes == ["gpu-a", "gpu-b"]
 
 
 def test_missing_named_file_is_an_error_default_is_empty(tmp_path, monkeypatch):
