@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.sglang.logline import LogEvent
+from eagle3_tui.sglang.logline import DecodeStats, LogEvent
 
 if TYPE_CHECKING:
     from eagle3_tui.doctor.findings import Finding
@@ -66,6 +66,9 @@ class ServerView:
     version: str | None = None
     message: str = ""
     deployment: str | None = None  # "container 3f2a… (docker)", "systemd unit sglang", "tmux pane"; None: a plain process
+    charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (httpstats.py)
+    charts_note: str | None = None  # why /metrics could not be used on the last poll
+    charts_offer_log: bool = False  # a restart into a log file is offered (a pane's or a pipe's server)
 
 
 # ---------------------------------------------------------------- events
@@ -92,6 +95,14 @@ class LogBatch:
 @dataclass(frozen=True)
 class StatsUpdated:
     pass
+
+
+@dataclass(frozen=True)
+class HttpSample:
+    """A chart point read over HTTP (no log file): `stats.line` says where from; `source` is the endpoint."""
+
+    stats: DecodeStats
+    source: str
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,7 @@ SessionEvent = (
     | ServerChanged
     | LogBatch
     | StatsUpdated
+    | HttpSample
     | FindingsChanged
     | RestartProgress
     | CheckProgress

@@ -57,6 +57,7 @@ from eagle3_tui.session.events import (
     SessionEvent,
 )
 from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
+from eagle3_tui.session.httpstats import no_log
 from eagle3_tui.session.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.logfeed import LogFeed
 from eagle3_tui.session.monitor import ServerMonitor
@@ -128,7 +129,8 @@ class Session:
         self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self.restarter, self.telemetry,
                                      self.client, log_path=self._log_path, rediscover=self.refresh_servers,
                                      reread_facts=self.read_launch_facts,
-                                     refresh_findings=lambda: self.refresh_findings(quiet=True))
+                                     refresh_findings=lambda: self.refresh_findings(quiet=True),
+                                     no_log=lambda: no_log(self.deployment, self.server.log_path))
         self._spec: LaunchSpec | None = None
         self.deployment = Deployment()
         """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""

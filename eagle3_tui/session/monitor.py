@@ -1,5 +1,6 @@
 """While attached: read `/server_info` every few seconds, see a loading server become ready, and tell a
-server that died (its process group gone) from one that was restarted by someone else.
+server that died (its process group gone) from one that was restarted by someone else. A server with
+no log file to follow is charted from HTTP on the same poll (httpstats.py).
 
 Nothing here runs while a restart does: the restart path owns the server's state meanwhile.
 """
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.httpstats import HttpCharts, NoLog
 from eagle3_tui.session.restart import ClientFactory, Restarter, log_tail
 
 if TYPE_CHECKING:
@@ -60,7 +62,9 @@ class ServerMonitor:
         rediscover: Step,
         reread_facts: Step,
         refresh_findings: Step,
+        no_log: Callable[[], NoLog | None] = lambda: None,
     ) -> None:
+        """`no_log`: why the server's log cannot be followed (None: it is), so its charts come from HTTP."""
         self._host = host
         self._views = views
         self._feed = feed
@@ -72,6 +76,8 @@ class ServerMonitor:
         self._rediscover = rediscover
         self._reread_facts = reread_facts
         self._refresh_findings = refresh_findings
+        self._no_log = no_log
+        self.charts = HttpCharts(views, telemetry)
         self.server_info: dict[str, Any] | None = None
         self.poll_error: str | None = None
         """Why the last /server_info read failed (None: it was read)."""
@@ -105,15 +111,24 @@ class ServerMonitor:
         with contextlib.suppress(UserError):
             if server.state == "ready":
                 try:
-                    await self.poll_server_info()
+                    info = await self.poll_server_info()
                 except UserError as err:
                     self._bad_answer(str(err))
                     await self._check_still_running()
                     raise
                 self._bad_answer(None)
+                await self._chart_from_http(info)
             elif server.state == "starting" and server.pgid and await (await self._client()).health(timeout=10):
                 self._views.set_state("ready")
-                await self.poll_server_info()
+                await self._chart_from_http(await self.poll_server_info())
+
+    async def _chart_from_http(self, info: dict[str, Any]) -> None:
+        """No log file to follow: this poll's chart point from /metrics or the /server_info just read."""
+        why = self._no_log()
+        if why is None:
+            self.charts.reset()
+            return
+        await self.charts.poll(await self._client(), info, why)
 
     def _bad_answer(self, why: str | None) -> None:
         """A /server_info answer that cannot be read is said once (a warning) and polling goes on."""

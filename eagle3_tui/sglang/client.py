@@ -19,6 +19,7 @@ import httpx
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.readers import kind_of, parse_json, sub_object
+from eagle3_tui.sglang.promtext import MetricSample, read_samples_lenient
 
 # Built-in benchmark prompts: short, varied, plain English (the sim's tokenizer and real models alike).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -58,13 +59,6 @@ def base_url(host: str, port: int, *, tls: bool = False) -> str:
 def auth_headers(api_key: str | None) -> dict[str, str]:
     """SGLang's --api-key check: every endpoint but /health and /metrics wants `Authorization: Bearer KEY`."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-@dataclass(frozen=True)
-class MetricSample:
-    name: str
-    labels: dict[str, str]
-    value: float
 
 
 @dataclass(frozen=True)
@@ -155,61 +149,9 @@ class BenchResult:
 
 
 def parse_prometheus(text: str) -> Metrics:
-    """Parse the Prometheus text format; malformed lines are skipped, never fatal."""
-    out: list[MetricSample] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        labels: dict[str, str] = {}
-        if "{" in line:
-            name, _, rest = line.partition("{")
-            body, sep, tail = _split_labels(rest)
-            if not sep:
-                continue
-            labels = body
-            value_part = tail.strip()
-        else:
-            name, _, value_part = line.partition(" ")
-        fields = value_part.split()
-        if not name or not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        out.append(MetricSample(name.strip(), labels, value))
-    return Metrics(tuple(out))
-
-
-def _split_labels(rest: str) -> tuple[dict[str, str], str, str]:
-    """Read `k="v",k2="v2"}` honouring escapes; returns (labels, "}" or "", remainder)."""
-    labels: dict[str, str] = {}
-    i, n = 0, len(rest)
-    while i < n:
-        while i < n and rest[i] in " ,":
-            i += 1
-        if i < n and rest[i] == "}":
-            return labels, "}", rest[i + 1 :]
-        eq = rest.find("=", i)
-        if eq < 0 or eq + 1 >= n or rest[eq + 1] != '"':
-            return labels, "", ""
-        key = rest[i:eq].strip()
-        j = eq + 2
-        buf: list[str] = []
-        while j < n and rest[j] != '"':
-            if rest[j] == "\\" and j + 1 < n:
-                nxt = rest[j + 1]
-                buf.append({"n": "\n", "\\": "\\", '"': '"'}.get(nxt, nxt))
-                j += 2
-                continue
-            buf.append(rest[j])
-            j += 1
-        if j >= n:
-            return labels, "", ""
-        labels[key] = "".join(buf)
-        i = j + 1
-    return labels, "", ""
+    """The Prometheus text format, read with prometheus_client's parser (promtext); a line it cannot read
+    is skipped, never fatal."""
+    return Metrics(tuple(read_samples_lenient(text)))
 
 
 def unwrap_server_info(info: Any) -> dict[str, Any]:
@@ -441,6 +383,11 @@ class SGLangClient:
         if r.status_code != 200:
             return Metrics(())
         return parse_prometheus(r.text)
+
+    async def metrics_text(self) -> tuple[int, str]:
+        """/metrics as sent: (HTTP status, body); 404 when the server runs without --enable-metrics."""
+        r = await self._request("GET", "/metrics")
+        return r.status_code, r.text
 
 
 async def run_benchmark(
