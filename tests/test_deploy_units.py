@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -144,8 +145,17 @@ def test_several_nodes_are_shown_and_not_restarted_one_alone() -> None:
     head = Deployment(nodes=2, dist_init="10.0.0.1:5000")
     assert head.label == "2 nodes" and head.to_json()["nodes"] == 2
     assert Deployment("systemd", unit="sglang", nodes=2, node_rank=1).label == "systemd unit sglang, 2 nodes (this is node 1)"
-    with pytest.raises(UserError, match="every node must be stopped and started together"):
+    with pytest.raises(UserError, match="the profile names 0 node hosts: set nodes"):
         check_action(head, "restart")
+    listed = dataclasses.replace(head, node_hosts=("10.0.0.1", "10.0.0.2"))
+    check_action(listed, "restart")  # the head restarts every node
+    check_action(listed, "stop")
+    with pytest.raises(UserError, match="change every node's command line"):
+        check_action(listed, "flags")
+    with pytest.raises(UserError, match=r"this is node 1 of 2: .* attach to node 0"):
+        check_action(dataclasses.replace(listed, node_rank=1), "restart")
+    with pytest.raises(UserError, match="only when each is a plain process"):
+        check_action(dataclasses.replace(listed, kind="systemd", unit="sglang"), "restart")
 
 
 def test_status_bar_names_the_deployment() -> None:

@@ -75,6 +75,8 @@ class Deployment:
     dist_init: str | None = None  # --dist-init-addr: where node 0 (the head) waits for the others
     binds: tuple[tuple[str, str], ...] = ()
     """A container's bind mounts as (path in the container, the same directory's path on the host)."""
+    node_hosts: tuple[str, ...] = ()
+    """The hosts of every node in rank order, the head first (the profile's `nodes`)."""
 
     def to_json(self) -> dict[str, object]:
         """`doctor --json`'s `deployment` object."""
@@ -140,15 +142,29 @@ class Deployment:
     def refusal(self, action: str) -> str | None:
         """Why `action` ("restart", "stop", "flags") cannot be done safely here; None when it can."""
         if self.nodes > 1 and action in ("restart", "stop", "flags"):
-            return (f"the server spans {self.nodes} nodes (head at {self.dist_init or '?'}): every node must be "
-                    "stopped and started together, ranks > 0 first stopped, the head first started; "
-                    "the console does not restart one node alone")
+            return self._nodes_refusal(action)
         if self.kind == "container" and self.pod:
             return _POD_REFUSE.get(action)
         if self.kind == "container" and (self.engine is None or self.id is None) and action in ("restart", "stop"):
             return ("the server runs in its own mount namespace but no container engine was found for it: "
                     "restart it with what started it")
         return _REFUSE.get(self.kind, {}).get(action)
+
+    def _nodes_refusal(self, action: str) -> str | None:
+        """Several nodes restart together, from the head, when each is a plain process (deploy_nodes.py)."""
+        if self.node_rank > 0:
+            return (f"this is node {self.node_rank} of {self.nodes}: every node is stopped and started together, "
+                    f"from the head; attach to node 0 (at {self.dist_init or '?'}) to restart them all")
+        if self.kind != "process":
+            return (f"the server spans {self.nodes} nodes and runs as a {self.kind}: the console restarts "
+                    "several nodes only when each is a plain process")
+        if len(self.node_hosts) != self.nodes:
+            return (f"the server spans {self.nodes} nodes but the profile names {len(self.node_hosts)} node hosts: "
+                    f"set nodes = [...] to the {self.nodes} hosts in node-rank order, the head first")
+        if action == "flags":
+            return (f"a flag preset would change the head's command line alone, and all {self.nodes} nodes must "
+                    "run the same flags: change every node's command line, then restart")
+        return None
 
     def host_path(self, path: str) -> str:
         """`path` as the server sees it, reachable from the host: a container's through the bind mount

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -56,6 +56,8 @@ FOCUS = {
 }
 CHECK_STOPPED = "check cancelled: the job on the host was stopped"
 SWEEP_LIMIT = 4  # the console sweep serves this many of the predicted best unless sweep_opts says otherwise
+# the console's actions that a deployment may refuse, and what they do to it (deployment.refusal's names)
+_DEPLOYMENT_NEEDS = {"restart": ("restart",), "rollback": ("restart",), "sweep": ("flags", "restart")}
 
 
 def while_mounted(handler: Callable[[MainScreen, M], None]) -> Callable[[MainScreen, M], None]:
@@ -328,6 +330,7 @@ class MainScreen(Screen[None]):
         self.accuracy_pane.served = server.boundaries
         self.accuracy_pane.served_flags = vm.served_config(server)
         self._show_presets()
+        self.refresh_bindings()  # the deployment found may refuse actions (check_action)
         if server.state == "failed":
             self.notify("server failed\n" + "\n".join(list(server.log_tail)[-5:]), severity="error", timeout=15)
         self.live.mark_dirty()
@@ -451,11 +454,34 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("rollback", "restart", "sweep") and self.readonly:
             return False
+        if self.refused(action) is not None:
+            return None  # shown disabled; pressing its key says why (on_key)
         if action in ("rollback", "restart", "sweep", "check", "bench", "bench_baseline", "preset"):
             return self.session is not None and self.panes_ready
         if action == "cancel":
             return self.jobs.busy("check") or self.jobs.busy("bench") or self.jobs.busy("sweep")
         return True
+
+    def refused(self, action: str) -> str | None:
+        """Why the deployment (container, pod, unit, nodes) makes `action` unsafe; None when it is not."""
+        needs = _DEPLOYMENT_NEEDS.get(action)
+        if needs is None or self.session is None:
+            return None
+        from eagle3_tui.session.deploy_wiring import refusals
+
+        dep = self.session.deployment
+        why = refusals(dep)
+        reason = next((why[a] for a in needs if a in why), None)
+        return None if reason is None else f"{dep.label or dep.kind}: {reason}"
+
+    def on_key(self, event: events.Key) -> None:
+        """A disabled action's key (check_action said no, so no binding ran it): say why."""
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            why = self.refused(binding.action)
+            if why is not None:
+                event.stop()
+                self.notify(why, severity="warning", timeout=10)
+                return
 
     def run_key(self, key: Key) -> None:
         """Run a key's action on the node that owns it, with that node's tab shown (the palette)."""

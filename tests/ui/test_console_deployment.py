@@ -1,0 +1,51 @@
+"""Pilot: the actions a deployment refuses (deployment.refusal) are shown disabled, and their keys say why."""
+
+from __future__ import annotations
+
+from eagle3_tui.session.deployment import Deployment
+from eagle3_tui.ui.factory import make_app
+from eagle3_tui.ui.themes import builtin_theme_dir
+from tests.ui.recorded import clock_of, recorded_session, until_ready
+
+CID = "3f2a" * 16
+POD = Deployment("container", "docker", CID, pid=4242, pod="0b1c" * 9)
+DOCKER = Deployment("container", "docker", CID, pid=4242)
+UNIT = Deployment("systemd", None, "sglang", pid=4242, unit="sglang")
+NODE1 = Deployment("process", pid=4242, nodes=2, node_rank=1, dist_init="10.0.0.1:5000")
+
+
+async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
+    session, _ = recorded_session(tmp_path)
+    app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=tmp_path / "s")
+
+    def toasts() -> list[str]:
+        return [str(n.message) for n in app._notifications]
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
+        main = app.main
+        session.deployment = POD
+        for action in ("restart", "rollback", "sweep"):
+            assert main.check_action(action, ()) is None, action  # shown, disabled
+        assert main.check_action("bench", ()) is True
+        await pilot.press("R")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]  # no confirmation: nothing is restarted
+        assert any(t.startswith("pod container 3f2a…") and "pod's controller restarts it" in t for t in toasts())
+
+        session.deployment = DOCKER  # the engine restarts it; its flags are the image's
+        assert main.check_action("restart", ()) is True and main.check_action("sweep", ()) is None
+        await pilot.press("S")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+        assert any("command line belongs to its image" in t for t in toasts())
+        await pilot.press("R")  # allowed: the confirmation comes up
+        await pilot.pause()
+        assert app.screen is not app.screen_stack[0]
+        await pilot.press("escape")
+
+        session.deployment = UNIT  # systemctl restart, a drop-in for flags: nothing refused
+        assert all(main.check_action(a, ()) is True for a in ("restart", "rollback", "sweep"))
+        session.deployment = NODE1
+        assert main.check_action("restart", ()) is None
+        assert "this is node 1 of 2" in (main.refused("restart") or "")
