@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from eagle3_tui import __version__
-from eagle3_tui.errors import EXIT_INTERNAL, EXIT_SIGNAL_BASE, UserError
+from eagle3_tui.errors import EXIT_INTERNAL, EXIT_SIGNAL_BASE, UserError, signal_line
 
 # Modules under eagle3_tui/commands/, in the order their subcommands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -65,9 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SIGNAL_WORDS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
-
-
 def _route_signals(received: list[int]) -> None:
     """SIGTERM and SIGHUP take ctrl-C's path: asyncio.run cancels the running command, its cleanup
     (finally blocks, session.close, remote jobs' temp folders) runs, KeyboardInterrupt ends it."""
@@ -101,9 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:
         print(f"eagle3-tui: {err}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        sig = received[0] if received else signal.SIGINT
-        print(f"eagle3-tui: {_SIGNAL_WORDS.get(sig, 'stopped by a signal')}", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        # errors.Interrupted names its signal (the console's handlers); a bare one is ctrl-C's or ours above
+        sig = getattr(err, "signum", None) or (received[0] if received else signal.SIGINT)
+        print(signal_line(sig), file=sys.stderr)
         return EXIT_SIGNAL_BASE + int(sig)
     except BrokenPipeError:
         return 0

@@ -5,6 +5,7 @@ order: no asyncio "Exception in callback")."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,3 +88,55 @@ def test_a_lost_connection_and_a_bug_have_their_own_status(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error (AttributeError" in err and "Traceback" not in err
     assert UserError("x").exit_code == 2
+
+
+def _console_in_a_pty(tmp_path: Path, sig: int) -> tuple[int, bytes]:
+    """`eagle3-tui --host here` in a pseudo-terminal (Textual draws on stderr): wait for the first
+    frame, send `sig`, return the exit status and everything the terminal got."""
+    import pty
+    import select
+
+    prof, alias = _profile(tmp_path)
+    env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data"), "TERM": "xterm-256color"}
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "--host", alias, "--profile", str(prof)],
+                         stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    screen = b""
+
+    def read_until(done, timeout: float) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + timeout
+        while not done() and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    return
+                screen += chunk
+
+    try:
+        read_until(lambda: b"tok/s" in screen, 30)  # the Live pane is drawn: the app is mounted
+        assert b"tok/s" in screen, screen[-500:]
+        p.send_signal(sig)
+        read_until(lambda: p.poll() is not None, 30)
+        read_until(lambda: False, 0.2)
+        return p.wait(timeout=5), screen
+    finally:
+        os.close(master)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_the_console_ends_on_a_signal_with_one_line(tmp_path, sig):
+    rc, screen = _console_in_a_pty(tmp_path, sig)
+    assert rc == 128 + sig
+    assert b"Traceback" not in screen and screen.count(b"eagle3-tui: ") == 1
+    # what the terminal gets after the console's last escape sequence (for a quit, leaving the
+    # alternate screen; a hang-up has no terminal to restore) is the one line
+    after_last_escape = re.split(rb"\x1b\[[0-9;?]*[A-Za-z]", screen)[-1]
+    assert after_last_escape == f"eagle3-tui: {WORDS[sig]}\r\n".encode(), screen[-300:]
+    if sig != signal.SIGHUP:
+        assert b"\x1b[?1049l" in screen

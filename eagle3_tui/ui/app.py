@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.message import Message
 
+from eagle3_tui.errors import EXIT_SIGNAL_BASE, signal_line
 from eagle3_tui.ui.jobs import err_text
 from eagle3_tui.ui.options import ConsoleOptions, Lifecycle
 from eagle3_tui.ui.screens.main import MainScreen
@@ -78,6 +79,8 @@ class Eagle3App(App[int]):
         self.keymap: dict[str, str] = dict(self.options.keymap)
         self.screenshot_dir = self.options.screenshot_dir or Path.cwd()
         self.quitting = False
+        self.stopped_by: int | None = None
+        """The signal that ended the console (SIGTERM, SIGINT, SIGHUP), None for a quit."""
         self.user_theme_names: set[str] = set()
         self._theme_errors: list[str] = []
         self.main = MainScreen(self.options)
@@ -129,11 +132,12 @@ class Eagle3App(App[int]):
     # -- start ------------------------------------------------------------------------------------------
     def on_mount(self) -> None:
         if not self.is_headless:
-            # A closed terminal (SIGHUP) or a kill (SIGTERM) quits through the normal path, so the
-            # demo's server is stopped rather than left running.
+            # A kill (SIGTERM, SIGINT) quits through the normal path, so the demo's server is stopped
+            # rather than left running; a closed terminal (SIGHUP) through the emergency one.
             loop = asyncio.get_running_loop()
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signal.SIGTERM, self._on_signal)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self._on_signal, sig)
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(signal.SIGHUP, self._on_sighup)
         if self.keymap:
@@ -209,7 +213,10 @@ class Eagle3App(App[int]):
         question = f"{' and '.join(running).capitalize()} is running. Quit anyway?"
         self.push_screen(ConfirmModal(question, yes="Quit"), go)
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, signum: int) -> None:
+        """Quit as `q` does, then end like any command a signal stops (`stopped_by`; cli.main's line)."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
         self.run_worker(self.shutdown_and_exit(), group="quit", exit_on_error=False)
 
     def _on_sighup(self, signum: int, frame: FrameType | None) -> None:
@@ -217,6 +224,7 @@ class Eagle3App(App[int]):
         way out runs in a thread: the lifecycle's emergency stop (the demo's server), its cleanup,
         then exit."""
         self.quitting = True
+        self.stopped_by = signal.SIGHUP
         session, hangup, cleanup = self.session, self.lifecycle.hangup, self.lifecycle.cleanup
 
         def leave() -> None:
@@ -226,7 +234,9 @@ class Eagle3App(App[int]):
             if cleanup is not None:
                 with contextlib.suppress(Exception):
                     cleanup()
-            os._exit(129)
+            with contextlib.suppress(OSError):  # the terminal is usually gone; a pipe or a log still gets it
+                os.write(2, (signal_line(signal.SIGHUP) + "\n").encode())
+            os._exit(EXIT_SIGNAL_BASE + signal.SIGHUP)
 
         threading.Thread(target=leave, name="eagle3-hangup").start()
 
@@ -244,4 +254,5 @@ class Eagle3App(App[int]):
                 await on_exit(session)
             except Exception as err:  # quitting must not crash; say what was left behind
                 self.notify(f"while quitting: {err_text(err)}", severity="error")
-        self.exit(0)
+        code = 0 if self.stopped_by is None else EXIT_SIGNAL_BASE + self.stopped_by
+        self.exit(code, return_code=code)

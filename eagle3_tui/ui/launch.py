@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.errors import Interrupted
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.options import Lifecycle, Progress
 
@@ -107,4 +108,6 @@ def run_console(args: argparse.Namespace) -> int:
             with contextlib.suppress(Exception):
                 asyncio.run(on_exit(session))
         cleanup()
+    if app.stopped_by is not None:  # after the cleanup: cli.main says which signal and exits 128 + it
+        raise Interrupted(app.stopped_by)
     return int(code or app.return_code or 0)
