@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunked-prefill-size", type=int, default=None)
     p.add_argument("--log-level", default="info")
     p.add_argument("--random-seed", type=int, default=None)
+    p.add_argument("--nnodes", type=int, default=1, help="nodes serving the model together (sim/nodes.py)")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's rank; 0 is the head (HTTP and stats)")
+    p.add_argument("--dist-init-addr", default=None, metavar="HOST:PORT",
+                   help="where the head waits for the other nodes")
+    p.add_argument("--dist-timeout", type=int, default=None, help="seconds a node waits for the head")
     p.add_argument(
         "--sim-embed-capture-patch", action="store_true", help="the seeds' patch: layer id -1 = embedding"
     )

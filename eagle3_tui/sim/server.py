@@ -14,7 +14,8 @@ capture the embedding output), `--sim-background-load N` (N requests kept runnin
 `--sim-target-arch {llama,qwen3,deepseek_v3}`. Like SGLang, the log goes to stderr and uvicorn's access
 lines to stdout; SIGTERM stops it cleanly.
 
-This module is the entry point; the parts are flags.py (the flags and SGLang's rules for them),
+`--nnodes/--node-rank/--dist-init-addr` run several nodes (nodes.py: the head serves and logs, the
+others join it). This module is the entry point; the parts are flags.py (the flags and SGLang's rules for them),
 scheduler.py (the decode loop and its counters), service.py (generation, warm-up, lifecycle) and
 routes.py (the HTTP endpoints).
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_tui.remote.procgroup import pid_alive
+from eagle3_tui.sim import nodes
 from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, LogWriter, start_line
 from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
@@ -174,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     versioned = bool(ns.sglang_version)
     log = LogWriter(sys.stderr, style=STYLE_ALIASES.get(ns.sim_log_style, ns.sim_log_style), access_stream=sys.stdout,
                     device="cuda" if versioned else "cpu", graph=versioned and not ns.disable_cuda_graph)
+    bad_nodes = nodes.check_flags(ns)
+    if bad_nodes:
+        log.write(f"Error: {bad_nodes}")
+        return 2
     configured = _configure(ns, log)
     if isinstance(configured, int):
         return configured
@@ -183,6 +189,21 @@ def main(argv: list[str] | None = None) -> int:
     _on_signals(stop, holder)
     if ns.sim_exit_with_pid:
         _exit_with(ns.sim_exit_with_pid, log)
+    if ns.node_rank > 0:
+        return nodes.run_follower(ns, log)
+    head = nodes.open_head(ns, log)
+    if isinstance(head, int):
+        return head
+    try:
+        return _run_head(ns, args, arch, log, stop, holder)
+    finally:
+        if head is not None:
+            head.close()
+
+
+def _run_head(ns: argparse.Namespace, args: ServerArgs, arch: str, log: LogWriter, stop: threading.Event,
+              holder: dict[str, SimServer]) -> int:
+    """Load, warm up and serve (one node, or the head of several)."""
     from eagle3_tui.sim.engine import Engine  # torch: only once the flags are known to be good
 
     log.write("Load weight begin. avail mem=126.00 GB", scheduler=True)
