@@ -1,6 +1,10 @@
 """The demo's session: the demo world (built once, cached), a fresh state dir, the demo profile with
 the seeds' broken flags, and the sim server started through the session's one launch path.
 
+Each demo works in its own temp folder (`new_state_root`), which names its console's pid
+(`OWNER_FILE`): a demo SIGKILLed leaves the folder behind, and the next demo's boot removes every
+such folder whose console is dead (`remove_dead_demo_folders`).
+
 Quitting the demo stops the server it started. A hang-up may leave no event loop to run the session's
 stop, so `emergency_stop` is synchronous and stops the local process group through
 `remote.procgroup.stop_group` (the one TERM, grace, KILL sequence). Nothing here imports torch: the
@@ -10,13 +14,61 @@ world build runs in a thread.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session import Session
 
 Progress = Callable[[str], None]
+
+DEMO_DIR_PREFIX = "eagle3-tui-demo-"
+OWNER_FILE = "console.pid"
+
+
+def owner_of(folder: Path) -> int | None:
+    """The console pid a demo folder's record names; None if it has none or it is not a pid."""
+    try:
+        text = (folder / OWNER_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def is_dead_demo(owner: int | None, alive: Callable[[int], bool] = pid_alive) -> bool:
+    """Whether a demo folder's console is known to be gone: it records a pid that is not alive. A
+    folder with no record (an older version's, which may still be running) is never counted dead."""
+    return owner is not None and not alive(owner)
+
+
+def remove_dead_demo_folders(parent: Path, keep: Path | None = None) -> list[Path]:
+    """Remove this user's demo folders in `parent` whose console is dead (never `keep`, never a
+    symlink); the folders removed. Best effort: one that cannot be read or removed is skipped."""
+    removed: list[Path] = []
+    for folder in sorted(parent.glob(DEMO_DIR_PREFIX + "*")):
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if folder == keep or folder.is_symlink() or not folder.is_dir() or st.st_uid != os.getuid():
+            continue
+        if is_dead_demo(owner_of(folder)):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                removed.append(folder)
+    return removed
+
+
+def new_state_root(parent: Path | None = None) -> tuple[Path, list[Path]]:
+    """This demo's temp folder, recording this console's pid, and the dead demos' folders removed."""
+    base = Path(parent or tempfile.gettempdir())
+    root = Path(tempfile.mkdtemp(prefix=DEMO_DIR_PREFIX, dir=base))
+    (root / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
+    return root, remove_dead_demo_folders(base, keep=root)
 
 
 def free_port() -> int:

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,13 +38,19 @@ async def close(session: Session) -> None:
     await session.close()
 
 
-def demo_lifecycle(readonly: bool, state_root: Path) -> Lifecycle:
-    """The demo's boot, start and stop (eagle3_tui.session.demo), imported when each first runs."""
+def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
+    """The demo's boot, start and stop (eagle3_tui.session.demo), imported when each first runs. The
+    boot makes the demo's temp folder in `temp_dir` (and removes dead demos' ones); cleanup removes it."""
+    made: list[Path] = []
 
     async def boot(progress: Progress) -> Session:
         from eagle3_tui.session import demo
 
-        return await demo.demo_boot(readonly, state_root)(progress)
+        root, removed = await asyncio.to_thread(demo.new_state_root, temp_dir)
+        made.append(root)
+        if removed:
+            progress(f"removed {len(removed)} temp folder(s) left by demos that were killed")
+        return await demo.demo_boot(readonly, root)(progress)
 
     async def start(session: Session) -> None:
         from eagle3_tui.session import demo
@@ -67,15 +72,20 @@ def demo_lifecycle(readonly: bool, state_root: Path) -> Lifecycle:
         start=start,
         on_exit=stop,
         hangup=hangup,
-        cleanup=lambda: shutil.rmtree(state_root, ignore_errors=True),
+        cleanup=lambda: remove(made),
     )
+
+
+def remove(folders: list[Path]) -> None:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Callable[[], None]]:
     """The app for these CLI args (through `make_app`), and a cleanup to run after it exits."""
     readonly = bool(getattr(args, "readonly", False))
     if getattr(args, "demo", False):
-        lifecycle = demo_lifecycle(readonly, Path(tempfile.mkdtemp(prefix="eagle3-tui-demo-")))
+        lifecycle = demo_lifecycle(readonly)
         app = make_app(lifecycle=lifecycle, hint=DEMO_HINT, **options)
         return app, lifecycle.cleanup or (lambda: None)
 
