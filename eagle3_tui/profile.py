@@ -15,6 +15,7 @@ data_glob = "/data/hs/*.pt"
 data_slots = [0, 3, 31, 59]     # boundaries of the hidden states stored in the data
 baseline_tps = 90.0
 restart_deadline_s = 900
+api_key = "..."                 # the server's --api-key (EAGLE3_TUI_API_KEY overrides it)
 ssh_config = "~/.ssh/config.d/gpu"  # an extra ssh_config file (default: ~/.ssh/config)
 
 ["gpu-box".presets."embed-3-31"]
@@ -26,6 +27,7 @@ flags = { "speculative-num-steps" = 5, "speculative-num-draft-tokens" = 6 }
 ```
 
 Everything is optional: discovery fills what is missing. CLI flags override the file.
+`save_profile_values` writes settings learnt in the console (the training data) back into one table.
 """
 
 from __future__ import annotations
@@ -96,7 +98,11 @@ class Profile:
     state_dir: str | None = None
     accept_new_host_key: bool = False
     ssh_config: str | None = None
+    api_key: str | None = None
+    """The server's `--api-key`, sent as a Bearer token (else the key on the server's own command line)."""
     demo: bool = False
+    source: str | None = None
+    """The hosts.toml this profile was read from (or would be written to); None: not from a file (the demo)."""
     nodes: list[str] = field(default_factory=list)
     """The hosts of a multi-node server, in node-rank order (the head first): a restart restarts them all."""
 
@@ -146,7 +152,9 @@ _STR_FIELDS = (
     "theme",
     "state_dir",
     "ssh_config",
+    "api_key",
 )
+API_KEY_ENV = "EAGLE3_TUI_API_KEY"
 
 
 def _err(path: Path, host: str, msg: str) -> UserError:
@@ -312,6 +320,9 @@ def load_profile(
         prof = dataclasses.replace(prof)
     if local or (name in LOCAL_NAMES and prof.address in (None, *LOCAL_NAMES)):
         prof.local = True
+    prof.source = str(Path(path) if path else default_profile_path())
+    if os.environ.get(API_KEY_ENV):
+        prof.api_key = os.environ[API_KEY_ENV]
     for key, value in (overrides or {}).items():
         if value is None:
             continue

@@ -31,6 +31,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = add("doctor", "diagnose the served draft: findings with evidence and a fix")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--data", metavar="GLOB", help="the draft's training data on the host (its first file is read "
+                   "for the trained wiring; default: the profile's data_glob)")
+    p.add_argument("--data-slots", metavar="B0,B1,..", help="boundaries the data's slots hold (0 = embedding), "
+                   "e.g. 0,3,31,59 (default: the profile's data_slots)")
 
     p = add("watch", "follow the server log and print a line per decode stat")
     p.add_argument("--no-ui", action="store_true", help="print lines instead of opening the console")
@@ -141,18 +145,48 @@ async def _doctor(session: Session, args: argparse.Namespace) -> int:
             f"no SGLang server is running on {prof.name} and its profile names no launch command, draft "
             "or target: nothing to diagnose (start the server, or set draft_path and target_path)"
         )
+    data_line = await _training_data(session, args)
     findings = await session.refresh_findings()
     if args.json:
+        td = session.training
         print(json.dumps({"host": session.profile.name, "server": _server_json(session),
                           "deployment": session.deployment.to_json(),
+                          "training_data": None if td is None else {
+                              "glob": td.glob, "slots": list(td.slots) if td.slots is not None else None,
+                              "convention": td.convention, "note": td.note},
                           "findings": [f.to_dict() for f in findings]}, indent=2))
         return 0
     print(_server_line(session))
+    print(data_line)
     if not findings:
         print("no findings: nothing the doctor knows of is wrong")
     for f in findings:
         print(f.to_text())
     return 0
+
+
+async def _training_data(session: Session, args: argparse.Namespace) -> str:
+    """The trained wiring's inputs: --data (read; bad input is an error), else the profile's (its slots as
+    given; a glob without slots is read to infer them, a failure only a warning). One line saying what."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.session.training_data import parse_slots, unknown_line
+
+    prof = session.profile
+    slots = parse_slots(args.data_slots)
+    if args.data:
+        return (await session.use_training_data(args.data, slots if slots is not None else
+                                                (prof.data_slots if args.data == prof.data_glob else None))).summary()
+    if slots is not None:
+        prof.data_slots = slots
+    if prof.data_slots:
+        return f"training data {prof.data_glob or '(no data_glob)'}: slots hold boundaries " \
+               f"{', '.join(map(str, prof.data_slots))} (profile)"
+    if prof.data_glob:
+        try:
+            return (await session.use_training_data(prof.data_glob)).summary()
+        except UserError as err:
+            return f"trained wiring unknown: the profile's data_glob cannot be read ({err})"
+    return unknown_line()
 
 
 def _server_json(session: Session) -> dict[str, Any]:

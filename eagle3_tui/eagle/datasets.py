@@ -493,3 +493,21 @@ def norm_probe(ds: DataSet, *, embed: Any = None, slot_boundaries: Any = None, l
             b = int(slot_boundaries[i])
         out.append(SlotProbe(i, round(m, 4), like, None if c is None else round(c, 4), b))
     return out
+
+
+def describe(pattern: str, *, probe_positions: int = 512) -> dict[str, Any]:
+    """What the data says about its wiring, from its first file only (the doctor's quick look, never the
+    whole folder): layout, file count, slots and their width, which slots the trainer feeds fc, which
+    slot is the verifier's last state, and which slots look like the embedding output (norm probe)."""
+    files = expand(pattern)
+    sample, facts = read_sample(files[0])
+    s, h = len(sample.slots), int(sample.slots[0].shape[-1]) if sample.slots else 0
+    if s < 2:
+        raise BadInput(f"{files[0]} holds {s} hidden-state slot{'' if s == 1 else 's'}: EAGLE-3 data holds "
+                       f"one per aux layer (3, or 4 with the verifier's last state)")
+    layout = "specforge" if facts["mask_shift"] == 0 else layout_of(files[0])
+    ds = DataSet(layout, files[:1], [sample], s, h, tuple(facts["training_slots"]), int(facts["mask_shift"]),
+                 facts["final_slot"])
+    embed = [p.slot for p in norm_probe(ds, limit=probe_positions) if p.embed_like]
+    return {"layout": layout, "files": len(files), "first": files[0], "num_slots": s, "hidden_size": h,
+            "training_slots": list(ds.training_slots), "final_slot": ds.final_slot, "embed_slots": embed}

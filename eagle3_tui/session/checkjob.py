@@ -18,6 +18,7 @@ from typing import Any
 from eagle3_tui.eagle.accuracy import CheckReport
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
+from eagle3_tui.remote.types import RunResult
 from eagle3_tui.session.leftovers import remove_leftovers
 
 # the files accuracy.py needs beside it (each imports its siblings as plain modules there)
@@ -192,6 +193,18 @@ async def run_check(
             async for line in lines:
                 outcome.line(line)
         return outcome.result(host, lines.exit_code, lines.stderr)
+    finally:
+        await _remove(host, tmp)
+
+
+async def run_shipped(host: Host, python: str, argv_for: Callable[[str], list[str]], *, timeout: float = 120.0) -> RunResult:
+    """A short job over the check's plain files: shipped to a fresh temp dir on the host, `argv_for(dir)`
+    run there (cwd the dir), the dir removed. For quick looks (the data's first file), not the check."""
+    tmp = await _make_temp(host, python)
+    try:
+        for name, data in script_sources().items():
+            await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
+        return await host.run(argv_for(tmp), cwd=tmp, timeout=timeout)
     finally:
         await _remove(host, tmp)
 

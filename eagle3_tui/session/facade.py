@@ -77,6 +77,7 @@ from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.state import RunTracker
 from eagle3_tui.session.store import LocalStore
+from eagle3_tui.session.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.views import Listener, Views
 from eagle3_tui.sglang.logline import Failure
 from eagle3_tui.telemetry.metrics import Telemetry
@@ -115,6 +116,8 @@ class Session:
         self.input_problems: list[Finding] = []
         """Findings about inputs that could not be read (session/inputs.py), shown before the doctor's."""
         self.check: CheckReport | None = None
+        self.training: TrainingData | None = None
+        """The training data read for the doctor's trained wiring (use_training_data); None: the profile's slots."""
         self.facts: Facts | None = None
         self.servers: list[ServerProcess] = []
         self.last_bench: BenchResult | None = None
@@ -342,7 +345,8 @@ class Session:
             if self._client is not None:
                 await self._client.aclose()
             local = await self.host.forward(port)
-            self._client = SGLangClient(**client_options(self._spec, local), timeout=120.0)
+            self._client = SGLangClient(**client_options(self._spec, local, api_key=self.profile.api_key),
+                                        timeout=120.0)
             self._client_port = port
         return self._client
 
@@ -365,10 +369,41 @@ class Session:
             server=self.server, target=self.target,
             launch_argv=self._spec.argv if self._spec is not None else None,
             server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
+            data_convention=self.training.convention if self.training is not None else None,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
             last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
         )
+
+    async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,
+                                save: bool = False) -> TrainingData:
+        """Learn the trained wiring from the data: its first file read on the host, `slots` (the boundaries
+        its slots hold) checked against it, else inferred where the layout tells. The profile's data_glob
+        and data_slots from now on (the check uses them too); `save`: also in the host's hosts.toml."""
+        import json
+
+        from eagle3_tui.eagle.wiring import config_layer_ids
+
+        head = await read_head(self.host, self.profile.remote_python or self.host.python, data_glob)
+        ids = None
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            ids = config_layer_ids(json.loads(self.target.draft_text or "{}"))[0]
+        got = resolve(head, slots, num_layers=self.target.num_layers, config_ids=ids)
+        if save:
+            self._save_data_settings(got)
+        self.training = got
+        self.profile.data_glob, self.profile.data_slots = got.glob, got.slots
+        return got
+
+    def _save_data_settings(self, got: TrainingData) -> None:
+        from eagle3_tui.profile_write import Value, save_profile_values
+
+        if not self.profile.source:
+            raise UserError(f"the {self.profile.name} profile is not read from a file: nothing to save it to")
+        values: dict[str, Value] = {"data_glob": got.glob}
+        if got.slots is not None:
+            values["data_slots"] = got.slots
+        save_profile_values(self.profile.source, self.profile.name, values)
 
     async def refresh_findings(self, *, quiet: bool = False) -> list[Finding]:
         """Gather the facts and run the doctor's rules (`quiet`: tell listeners only when they changed)."""

@@ -40,6 +40,8 @@ class FactsSnapshot:
     server_info: dict[str, Any] | None = None
     data_slots: tuple[int, ...] | None = None
     data_glob: str | None = None
+    data_convention: str | None = None
+    """Which slots the trainer fed fc, read from the data's layout (None: speculators' [:-1] is assumed)."""
     live: MetricsSummary | None = None
     """The telemetry summary over `LIVE_WINDOW_S`."""
     accept_points: int = 0
@@ -82,7 +84,7 @@ def build_facts(snap: FactsSnapshot) -> Facts:
         f.embed_capture_evidence = f"SGLang {f.installed.version or '?'} ({f.installed.source})"
     if snap.data_slots:
         f.data_slot_boundaries = tuple(snap.data_slots)
-        f.training_convention = "[:-1]"
+        f.training_convention = snap.data_convention or "[:-1]"
         f.data_source = snap.data_glob or "profile data_slots"
     _live(f, snap)
     served = None

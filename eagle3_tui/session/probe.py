@@ -352,9 +352,10 @@ async def _read_checkpoint(host: Host, draft_dir: str, t: TargetInfo) -> None:
         t.fc_num_aux = fc.shape[1] // t.hidden_size
 
 
-def client_options(spec: LaunchSpec | None, local_port: int) -> dict[str, Any]:
+def client_options(spec: LaunchSpec | None, local_port: int, *, api_key: str | None = None) -> dict[str, Any]:
     """SGLangClient's base URL and credentials for the forwarded port, from the server's own command line:
-    `--api-key K` is sent as a Bearer token; `--ssl-certfile` (0.5.12+) means https. The certificate names
+    `--api-key K` is sent as a Bearer token (`api_key`, the profile's, wins: a server whose command line
+    cannot be read); `--ssl-certfile` (0.5.12+) means https. The certificate names
     the server's host, not the 127.0.0.1 end of the forward, so it is not verified here (the SSH tunnel
     already authenticates the host)."""
     from eagle3_tui.sglang.client import base_url
@@ -363,6 +364,6 @@ def client_options(spec: LaunchSpec | None, local_port: int) -> dict[str, Any]:
     if spec is not None:
         with contextlib.suppress(UserError):
             args = launch.parse_launch(spec.argv)
-    key = args.flag_value("--api-key") if args is not None else None
+    key = api_key or (args.flag_value("--api-key") if args is not None else None)
     tls = args is not None and args.flag_value("--ssl-certfile") is not None
     return {"base_url": base_url("127.0.0.1", local_port, tls=tls), "api_key": key or None, "verify": not tls}
