@@ -36,7 +36,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--data-slots", metavar="B0,B1,..", help="boundaries the data's slots hold (0 = embedding), "
                    "e.g. 0,3,31,59 (default: the profile's data_slots)")
 
-    p = add("watch", "follow the server log and print a line per decode stat")
+    p = add("watch", "follow the server log and print a line per decode stat (no log file: from HTTP)")
     p.add_argument("--no-ui", action="store_true", help="print lines instead of opening the console")
     p.add_argument("--count", type=int, metavar="N", help="stop after N decode lines")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
@@ -221,27 +221,40 @@ def format_decode(ev: DecodeStats, telemetry: Telemetry) -> str:
 
 
 async def _watch(session: Session, args: argparse.Namespace) -> int:
+    """A line per decode stat: from the log, or, for a server with no log file (a pane, a pipe), from HTTP
+    at each poll, each such line marked "(from /metrics)" or "(from /server_info)"."""
     import asyncio
 
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session import LogBatch
+    from eagle3_tui.session import HttpSample, LogBatch, Notice
+    from eagle3_tui.session.httpstats import no_log
     from eagle3_tui.sglang.logline import DecodeStats
 
-    if not session.server.log_path:
-        raise UserError("the server's log file is unknown: give log_path in the profile")
+    http = no_log(session.deployment, session.server.log_path)
+    if http is not None and session.server.state not in ("ready", "starting"):
+        raise UserError("the server's log file is unknown and no server is running: give log_path in the profile")
     print(_server_line(session), flush=True)
+    if http is not None:
+        print(f"no log file ({http.reason}): accept length and tok/s from HTTP, every poll", flush=True)
     done = asyncio.Event()
     seen = 0
 
-    def on_event(ev: SessionEvent) -> None:
+    def line(text: str) -> None:
         nonlocal seen
+        print(text, flush=True)
+        seen += 1
+        if args.count and seen >= args.count:
+            done.set()
+
+    def on_event(ev: SessionEvent) -> None:
         if isinstance(ev, LogBatch):
             for e in ev.events:
                 if isinstance(e, DecodeStats):
-                    print(format_decode(e, session.telemetry), flush=True)
-                    seen += 1
-                    if args.count and seen >= args.count:
-                        done.set()
+                    line(format_decode(e, session.telemetry))
+        elif isinstance(ev, HttpSample):
+            line(f"{format_decode(ev.stats, session.telemetry)}  (from {ev.source})")
+        elif isinstance(ev, Notice) and ev.severity != "information" and http is not None:
+            print(f"eagle3-tui: {ev.severity}: {ev.message}", file=sys.stderr, flush=True)
 
     session.add_listener(on_event)
     try:

@@ -171,6 +171,19 @@ def tps_text(summary: MetricsSummary, baseline: float | None) -> str:
     return text
 
 
+def charts_text(server: ServerView) -> str | None:
+    """Where the live numbers come from when no log file is followed (None: from the log), with what
+    went wrong reading /metrics and the restart into a log file that is offered."""
+    if server.charts_from is None:
+        return None
+    text = f"charts from {server.charts_from} (no log file: {server.deployment or 'the output is not a file'})"
+    if server.charts_note:
+        text += f"; {server.charts_note}"
+    if server.charts_offer_log:
+        text += "; restart --into-log writes a log file"
+    return text
+
+
 def findings_text(findings: Sequence[Finding]) -> str | None:
     if not findings:
         return None
@@ -196,7 +209,8 @@ def _summary(telemetry: Telemetry) -> MetricsSummary | None:
 
 def status_parts(snap: Snapshot, *, now: float, restart_note: str = "") -> StatusParts:
     """Line 1: host, connection, server, effective flags, restart, read-only.
-    Line 2: ids → boundaries, preset, live accept length against the check, tok/s, findings."""
+    Line 2: ids → boundaries, preset, live accept length against the check, tok/s, findings, and where
+    the numbers come from when no log file is followed."""
     server = snap.server
     top = [f"[b]{escape(snap.host)}[/b] {conn_text(snap.conn)}", server_text(server, now), flags_text(server)]
     if restart_note:
@@ -211,6 +225,9 @@ def status_parts(snap: Snapshot, *, now: float, restart_note: str = "") -> Statu
     found = findings_text(snap.findings)
     if found is not None:
         bottom.append(found)
+    charts = charts_text(server)
+    if charts is not None:
+        bottom.append(f"[{'$warning' if server.charts_note else '$foreground-muted'}]{escape(charts)}[/]")
     return StatusParts(tuple(top), tuple(bottom))
 
 
