@@ -25,7 +25,7 @@ HEAD = DataHead("/d/*.pt", "speculators-v1", 10, "/d/data_0.pt", 4, 128, (0, 1, 
 def test_given_slots_must_fit_the_data_and_the_target():
     got = resolve(HEAD, (0, 2, 6, 9), num_layers=12)
     assert got.slots == (0, 2, 6, 9) and got.convention == "[:-1]"
-    with pytest.raises(UserError, match="name 3 boundaries but /d/data_0.pt holds 4 hidden-state slots"):
+    with pytest.raises(UserError, match=r"name 3 boundaries but /d/data_0\.pt holds 4 hidden-state slots"):
         resolve(HEAD, (0, 2, 6), num_layers=12)
     with pytest.raises(UserError, match="boundary 13 but the target has 12 layers"):
         resolve(HEAD, (0, 2, 6, 13), num_layers=12)
@@ -109,5 +109,5 @@ def test_doctor_without_data_says_the_trained_wiring_is_unknown_in_one_line(doct
     (("--data", "/nonexistent/data_*.pt", "--data-slots", "0,two"), "--data-slots: '0,two' is not"),
 ])
 def test_doctor_bad_data_input_is_one_sentence_exit_2(doctor, extra, said):
-    rc, out, err = doctor(*extra)
+    rc, _out, err = doctor(*extra)
     assert rc == 2 and said in err and len(err.strip().splitlines()) == 1

@@ -298,7 +298,7 @@ class SGLangClient:
         if r.status_code == 401:
             given = "a wrong API key" if self._headers else "no API key"
             raise Unauthorized(f"the server at {self.base_url} answered 401 to {path} with {given}: it runs with "
-                               "--api-key; give the same key")
+                               "--api-key; give the same key (api_key in the host's profile, or EAGLE3_TUI_API_KEY)")
         return r
 
     async def health(self, timeout: float = 25.0) -> bool:
