@@ -86,7 +86,20 @@ def _doctor_json(profile: Profile, port: int) -> dict[str, Any]:
     return dict(json.loads(out.getvalue()))
 
 
-async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str, Any]) -> None:
+async def _charted(session: Session, source: str | None, timeout: float = 20) -> None:
+    """Until the monitor's poll says the charts come from `source` (None: from the log)."""
+    deadline = time.monotonic() + timeout
+    while session.server.charts_from != source or (source and session.telemetry.summary().accept_len is None):
+        assert time.monotonic() < deadline, (session.server.charts_from, session.telemetry.summary())
+        await asyncio.sleep(0.05)
+
+
+async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str, Any],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import eagle3_tui.session.monitor as monitor
+    from eagle3_tui.ui.viewmodel import charts_text
+
+    monkeypatch.setattr(monitor, "POLL_INTERVAL_S", 0.2)
     port = pane["port"]
     profile = Profile(name="localhost", local=True, port=port, state_dir=str(pane["tmp"] / "state"),
                       restart_deadline_s=120)
@@ -98,6 +111,9 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
         info = await session.poll_server_info()  # what HTTP gives is what there is
         assert info and session.server.state == "ready" and session.server.speculative
         pane_pid = session.server.pid
+        await _charted(session, "/server_info")  # no --enable-metrics: the DP ranks' internal_states
+        assert charts_text(session.server) == ("charts from /server_info (no log file: tmux pane); "
+                                               "restart --into-log writes a log file")
         with pytest.raises(UserError, match="restart --into-log"):
             await session.restart()
         with pytest.raises(UserError, match="restart --into-log"):
@@ -108,6 +124,7 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
             assert session.server.state == "ready" and session.server.pid != pane_pid
             assert session.server.log_path == str(pane["log"]) and "ready to roll" in pane["log"].read_text()
             assert session.deployment.kind == "process" and session.server.deployment is None
+            await _charted(session, None)  # the log is followed again: charts from its lines
             panes = subprocess.run([*pane["tmux"], "list-panes", "-a"], capture_output=True, text=True, timeout=20)
             assert panes.returncode != 0 or not panes.stdout.strip()  # the pane's server ended with its pane
         finally:
