@@ -2,9 +2,11 @@
 
 `--sglang-dir DIR` reads an `sglang` package directory (a wheel unpacked, a site-packages copy, or a
 checkout's `python/`); `--local`/`--host H` find the package with that machine's Python (or take
-`--sglang-dir` as a path there) and read only the files the analysis asks for. `--sglang-version V` alone answers from the version table. The target
-is given with `--arch` and `--num-layers`; `--layer-ids` is the draft config's
-`eagle_config.eagle_aux_hidden_state_layer_ids` (absent, or `none`: no id key, SGLang's default).
+`--sglang-dir` as a path there) and read only the files the analysis asks for. `--sglang-version V` answers from
+the version table. The target is given with `--arch` and `--num-layers`; `--layer-ids` is the draft config's
+`eagle_config.eagle_aux_hidden_state_layer_ids` (absent, or `none`: no id key, SGLang's default). With
+`--host`/`--local`, what is not given is the served target's and the served draft config's: the session
+attaches read-only (the running server's paths, else the profile's) and reads both configs there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from eagle3_tui.errors import UserError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from eagle3_tui.session.probe import TargetInfo
     from eagle3_tui.sglang.installed import Answer, Arch, Read
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -34,7 +37,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("--sglang-dir", metavar="DIR", help="an sglang package directory (e.g. a wheel unpacked)")
-    p.add_argument("--sglang-version", metavar="V", help="no source: answer from the table for release V")
+    p.add_argument("--sglang-version", metavar="V", help="no source: answer from the table for release V "
+                                                         "(with --host/--local: for the served target)")
     p.add_argument("--python", metavar="PY", default="python3", help="the host's Python that runs SGLang (--host/--local)")
     p.add_argument("--arch", metavar="ARCH", help="target architecture: llama, qwen3, qwen3_moe, deepseek_v3, "
                                                   "kimi_k25, glm4_moe, gpt_oss, llama4, ... or an HF name")
@@ -71,19 +75,33 @@ def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
 def run(args: argparse.Namespace) -> int:
     from eagle3_tui.sglang.installed import answer, read_release
 
-    arch, num_layers = _target(args)
-    ids = _draft_ids(args)
+    served = None
+    if (args.host or args.local) and (_wants_target(args) or _wants_ids(args)):
+        import asyncio
+
+        served = asyncio.run(served_target(args))
+    arch, num_layers = _target(args, served)
+    ids = _draft_ids(args, served)
 
     def analyse(read: Read | None) -> Answer:
         return answer(read_release(read, version=args.sglang_version), arch, num_layers, ids)
 
     got = evaluate(args, analyse)
     if args.json:
-        json.dump(got.to_json(), sys.stdout, indent=2)
+        json.dump({**got.to_json(), "served_from": _served_from(served)}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(got))
+        if served is not None:
+            sys.stdout.write(f"  from the served configs: {', '.join(_served_from(served) or ['none read'])}\n")
     return 0
+
+
+def _served_from(served: TargetInfo | None) -> list[str] | None:
+    """The served config files the target and ids were read from (None: none were asked for)."""
+    if served is None:
+        return None
+    return [p for p in (served.target_config_path, served.draft_config_path) if p]
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
@@ -99,21 +117,54 @@ def _read_json(path: str, what: str) -> dict[str, Any]:
     return json_object(data, f"the {what} {path}")
 
 
-def _target(args: argparse.Namespace) -> tuple[Arch, int]:
-    """--arch/--num-layers, else what --target-config says (the flags win)."""
+def _wants_target(args: argparse.Namespace) -> bool:
+    return args.target_config is None and (args.arch is None or args.num_layers is None)
+
+
+def _wants_ids(args: argparse.Namespace) -> bool:
+    return args.layer_ids is None and args.draft_config is None
+
+
+async def served_target(args: argparse.Namespace) -> TargetInfo:
+    """The served target's config and the served draft config, read on the host by a read-only session
+    (the running server's model and draft paths, else the profile's target_path and draft_path)."""
+    from eagle3_tui.profile import load_profile
+    from eagle3_tui.session import Session
+
+    overrides = {"accept_new_host_key": True} if args.accept_new_host_key else {}
+    session = Session(load_profile(args.host, args.profile, overrides, local=args.local), readonly=True)
+    try:
+        await session.attach()
+        return session.target
+    finally:
+        await session.close()
+
+
+def _target(args: argparse.Namespace, served: TargetInfo | None = None) -> tuple[Arch, int]:
+    """--arch/--num-layers, else what --target-config says (the flags win), else the served target's."""
     from eagle3_tui.sglang.installed import lookup, target_from_config
 
     if args.target_config is not None:
         arch, layers = target_from_config(_read_json(args.target_config, "target config"))
         return (lookup(args.arch) if args.arch else arch), (args.num_layers or layers)
+    if served is not None and (args.arch or served.arch) and (args.num_layers or served.num_layers):
+        return lookup(str(args.arch or served.arch)), int(args.num_layers or served.num_layers or 0)
     if args.arch is None or args.num_layers is None:
-        raise UserError("sglang-info needs --arch and --num-layers, or --target-config (the served target's "
-                        "are not discovered yet)")
+        where = "" if served is None else (f" (no server on {args.host or 'this machine'} names a readable target "
+                                           "config, and neither does the profile's target_path)")
+        raise UserError("sglang-info needs --arch and --num-layers, or --target-config, or --host/--local for "
+                        f"the served target's{where}")
     return lookup(args.arch), args.num_layers
 
 
-def _draft_ids(args: argparse.Namespace) -> tuple[int, ...] | None:
-    """--layer-ids, else the ids SGLang reads from --draft-config (eagle_config only), else no id key."""
+def _draft_ids(args: argparse.Namespace, served: TargetInfo | None = None) -> tuple[int, ...] | None:
+    """--layer-ids, else the ids SGLang reads from --draft-config (eagle_config only), else the served draft
+    config's, else no id key."""
+    from eagle3_tui.eagle.draft_config import DraftConfig
+
+    if served is not None and _wants_ids(args) and served.draft_text is not None:
+        return DraftConfig.parse(served.draft_text, source=served.draft_config_path or "the served draft config"
+                                 ).sglang_layer_ids
     if args.layer_ids is not None or args.draft_config is None:
         return parse_layer_ids(args.layer_ids)
     from eagle3_tui.eagle.draft_config import DraftConfig
@@ -124,19 +175,19 @@ def _draft_ids(args: argparse.Namespace) -> tuple[int, ...] | None:
 
 def evaluate(args: argparse.Namespace, analyse: Callable[[Read | None], Answer]) -> Answer:
     """Run `analyse` on --sglang-dir, --host/--local (with --sglang-dir: that directory on the host), or
-    the table for --sglang-version."""
+    the table for --sglang-version (with --host/--local, those then only name the served target)."""
     from eagle3_tui.sglang.installed import dir_reader, find_package_dir
 
-    on_host = bool(args.host or args.local)
-    chosen = [name for name, on in (("--host", args.host), ("--local", args.local),
-                                    ("--sglang-version", args.sglang_version)) if on]
-    if len(chosen) > 1 or (not chosen and args.sglang_dir is None) or (args.sglang_version and args.sglang_dir):
-        given = [*chosen, *(["--sglang-dir"] if args.sglang_dir else [])]
+    chosen = [name for name, on in (("--host", args.host), ("--local", args.local)) if on]
+    if len(chosen) > 1 or (args.sglang_version and args.sglang_dir) or not (
+            chosen or args.sglang_dir or args.sglang_version):
+        given = [*chosen, *(["--sglang-version"] if args.sglang_version else []),
+                 *(["--sglang-dir"] if args.sglang_dir else [])]
         raise UserError("give exactly one of --sglang-dir, --host, --local or --sglang-version"
                         + (f" (got {', '.join(given)})" if given else ""))
     if args.sglang_version is not None:
         return analyse(None)
-    if not on_host:
+    if not chosen:
         pkg = find_package_dir(args.sglang_dir)
         if pkg is None:
             raise UserError(f"{args.sglang_dir} is not an sglang package (no srt/server_args.py and srt/models/llama.py)")
