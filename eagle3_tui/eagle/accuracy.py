@@ -599,12 +599,10 @@ def _load_draft(header: ck.CheckpointHeader) -> dict[str, Any]:
 
 def _load_weights(path: str) -> dict[str, Any]:
     if not path.endswith(".safetensors"):
-        import torch
-
-        try:
-            return dict(torch.load(path, map_location="cpu", weights_only=True))
-        except Exception as err:  # torch raises many types for a broken file
-            raise ck.BadInput(f"{path} could not be loaded as a torch state dict ({str(err)[:160]})") from None
+        sd = ck.torch_load(path, path, "a torch state dict", mmap=False)
+        if not isinstance(sd, dict):
+            raise ck.BadInput(f"{path} is not a state dict (it holds a {type(sd).__name__})")
+        return dict(sd)
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

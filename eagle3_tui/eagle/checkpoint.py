@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 if __package__:
     from ..errors import UserError as _ErrorBase
@@ -171,17 +174,49 @@ _TORCH_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float6
                  "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
 
+def torch_load_reason(err: BaseException) -> str:
+    """What a failed weights-only `torch.load` means, in a few words (torch raises many types, with
+    messages of a paragraph that advise turning the weights-only safety off)."""
+    text = str(err).strip()
+    found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if found:
+        return f"it holds a Python object ({found.group(1)}) that a weights-only load refuses"
+    if "Weights only load failed" in text:
+        return "it is not tensors saved by torch.save: a weights-only load refuses it"
+    if "central directory" in text or "zip archive" in text:
+        return "it is cut short or corrupt: its zip archive is incomplete"
+    if isinstance(err, EOFError) or "Ran out of input" in text:
+        return "it is empty or cut short"
+    if isinstance(err, KeyError) or "magic number" in text or "invalid load key" in text:
+        return "it is not a torch.save file"
+    first = text.splitlines()[0] if text else type(err).__name__
+    return first if len(first) <= 120 else first[:117] + "..."
+
+
+def torch_load(source: Any, name: str, what: str, *, mmap: bool = True) -> Any:
+    """The one way a torch file is read: weights only, on the CPU, memory-mapped when the file allows,
+    with torch's warnings kept off the user's terminal (a pickle-protocol UserWarning printed two
+    lines before the error) and any failure one sentence: `<name> could not be read as <what> (why)`."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            if mmap:
+                try:
+                    return torch.load(source, map_location="cpu", weights_only=True, mmap=True)
+                except (RuntimeError, TypeError):  # legacy (non-zip) files cannot be mapped; torch < 2.1 has no mmap
+                    pass
+            return torch.load(source, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises many types for a broken file
+            raise BadInput(f"{name} could not be read as {what} ({torch_load_reason(err)})") from None
+
+
 def _bin_header(path: str) -> dict[str, TensorInfo]:
     """Tensor names, dtypes and shapes of a `pytorch_model.bin` (torch.load, weights only, memory-mapped)."""
     import torch
 
-    try:
-        try:
-            sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except (RuntimeError, TypeError):
-            sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a broken file
-        raise BadInput(f"{path} could not be read as a torch state dict ({str(err)[:160]})") from None
+    sd = torch_load(path, path, "a torch state dict")
     if not isinstance(sd, dict):
         raise BadInput(f"{path} is not a state dict (it holds a {type(sd).__name__})")
     return {str(k): TensorInfo(_TORCH_DTYPES.get(str(v.dtype).replace("torch.", ""), str(v.dtype)),

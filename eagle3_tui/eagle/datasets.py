@@ -31,14 +31,15 @@ import math
 import os
 import re
 import sys
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 if __package__:
-    from .checkpoint import BadInput
+    from .checkpoint import BadInput, torch_load
 else:  # plain file beside accuracy.py
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from checkpoint import BadInput  # type: ignore[no-redef, import-not-found]
+    from checkpoint import BadInput, torch_load  # type: ignore[no-redef, import-not-found]
 
 LAYOUTS: tuple[str, ...] = ("speculators-v1", "speculators", "specforge")
 
@@ -190,20 +191,14 @@ def layout_of(path: str) -> str:
 
 
 def _torch_load(path: str) -> Any:
-    import torch
-
-    try:
-        if path.endswith(".gz"):
+    if path.endswith(".gz"):
+        try:
             with gzip.open(path, "rb") as f:
                 buf = io.BytesIO(f.read())
-            return torch.load(buf, map_location="cpu", weights_only=True)
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except (RuntimeError, TypeError):  # legacy (non-zip) files cannot be mapped; torch < 2.1 has no mmap
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a broken file
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInput(f"{path} could not be read as a torch.save file ({text[:160]})") from None
+        except (OSError, EOFError, zlib.error) as err:
+            raise BadInput(f"{path} could not be read as a gzipped torch.save file ({err})") from None
+        return torch_load(buf, path, "a torch.save file", mmap=False)
+    return torch_load(path, path, "a torch.save file")
 
 
 def _need(d: Any, key: str, path: str, what: str) -> Any:
