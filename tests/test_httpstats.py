@@ -248,3 +248,25 @@ def test_watch_no_ui_prints_http_lines_for_a_piped_server(piped_sim: dict[str, A
     lines = r.stdout.splitlines()
     assert lines[0].startswith("server: ready") and lines[1].startswith("no log file (output into a pipe)")
     assert "accept len" in lines[2] and "tok/s" in lines[2] and lines[2].endswith("(from /metrics)"), lines
+
+
+@pytest.mark.parametrize(("version", "ep_label"), [("0.5.6", False), ("0.5.23", True)])
+def test_the_sims_metrics_are_sglangs_names_and_labels(version: str, ep_label: bool) -> None:
+    """The sim's /metrics route, called on a stand-in scheduler, reads as SGLang's does (httpstats)."""
+    from types import SimpleNamespace
+
+    from eagle3_tui.sim.routes import _Handler
+
+    sent: list[str] = []
+    sched = SimpleNamespace(running=[1, 2], waiting=SimpleNamespace(qsize=lambda: 1), _num_tokens=lambda: 10,
+                            last_gen_throughput=123.0, last_accept_len=2.5, last_accept_rate=0.5,
+                            prompt_tokens_total=7, generation_tokens_total=9, num_requests_total=2)
+    args = SimpleNamespace(served_model_name="m", speculative_algorithm="EAGLE3", sglang_version=version)
+    fake = SimpleNamespace(sim=SimpleNamespace(scheduler=sched, args=args),
+                           _send=lambda status, body, content_type="": sent.append(body))
+    _Handler.metrics(fake)  # type: ignore[arg-type]
+    samples = read_samples(sent[0])
+    gen = next(s for s in samples if s.name == "sglang:gen_throughput")
+    assert ("moe_ep_rank" in gen.labels) == ep_label and gen.labels["tp_rank"] == "0"
+    r = reading_from_metrics(sent[0])
+    assert (r.accept_len, r.gen_tps, r.running, r.queue, r.accept_rate) == (2.5, 123.0, 2, 1, 0.5)

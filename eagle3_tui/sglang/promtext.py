@@ -4,9 +4,10 @@ The names are SGLang's, as its scheduler registers them (read from the released 
 `sglang:gen_throughput`, `sglang:spec_accept_length`, `sglang:spec_accept_rate`, `sglang:num_running_reqs`,
 `sglang:num_queue_reqs`, `sglang:token_usage` are gauges of `SchedulerMetricsCollector` in
 `sglang/srt/metrics/collector.py` (0.4.9, 0.5.6; 0.4.9 has no `spec_accept_rate`) and in
-`sglang/srt/observability/metrics_collector.py` (0.5.23), each labelled `model_name`, `engine_type`,
-`tp_rank`, `pp_rank` (0.5.23 adds `moe_ep_rank`) and `dp_rank` when the server runs data-parallel ranks
-(0.5.6 `managers/scheduler_metrics_mixin.py`). Every DP rank's scheduler sets its own gauges.
+`sglang/srt/observability/metrics_collector.py` (0.5.12, 0.5.17, 0.5.20, 0.5.23), each labelled `model_name`,
+`engine_type`, `tp_rank`, `pp_rank` (0.5.12+ add `moe_ep_rank`) and `dp_rank` when the server runs
+data-parallel ranks (0.5.6 `managers/scheduler_metrics_mixin.py`, 0.5.12+ `observability/scheduler_metrics_mixin.py`).
+Every DP rank's scheduler sets its own gauges.
 """
 
 from __future__ import annotations

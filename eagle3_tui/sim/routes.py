@@ -15,6 +15,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sim.flags import args_dict
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, MAX_TOTAL_NUM_TOKENS
 from eagle3_tui.sim.service import BadRequest, SimServer
@@ -295,10 +296,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def metrics(self) -> None:
+        """SGLang's scheduler gauges and counters by their real names and labels: `SchedulerMetricsCollector`
+        in 0.4.9/0.5.6 `sglang/srt/metrics/collector.py`, labels from 0.5.6 `managers/scheduler_metrics_mixin.py`;
+        0.5.12+ (`sglang/srt/observability/`) adds the `moe_ep_rank` label."""
         s = self.sim.scheduler
         labels = (
             f'model_name="{self.sim.args.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
         )
+        if version_key(self.sim.args.sglang_version) >= version_key("0.5.12"):
+            labels += ',moe_ep_rank="0"'
         gauges = {
             "num_running_reqs": ("The number of running requests.", len(s.running)),
             "num_queue_reqs": ("The number of requests in the waiting queue.", s.waiting.qsize()),
