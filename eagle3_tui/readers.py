@@ -5,7 +5,8 @@ Infinity (not JSON numbers; SGLang would fail on them or compute garbage), numbe
 float, nesting past the interpreter's recursion limit, and the wrong top-level type. Text files
 (prompts) must be UTF-8 without NUL bytes. Every failure is a `UserError` whose message names what
 was read (`what`) and what is wrong, so it is shown as is: in the CLI, the status bar, a finding.
-Standard library only.
+Standard library only: the check job also ships it as a plain file beside accuracy.py (Python 3.8+),
+where `UserError` is a plain exception of the same name.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eagle3_tui.errors import UserError
+if __package__:
+    from eagle3_tui.errors import UserError
+else:  # a plain file beside accuracy.py on the GPU host
+
+    class UserError(Exception):  # type: ignore[no-redef]
+        exit_code = 2
 
 
 class _NotFinite(ValueError):

@@ -21,9 +21,13 @@ from typing import Any
 
 if __package__:
     from ..errors import UserError as _ErrorBase
+    from ..readers import UserError as _ReadError
+    from ..readers import json_object
     from .trainers import SGLANG_0_5_6, ServedLoader
 else:  # a plain file beside accuracy.py on the GPU host
     _ErrorBase = Exception  # type: ignore[misc, assignment]
+    from readers import UserError as _ReadError  # type: ignore[no-redef, import-not-found]
+    from readers import json_object  # type: ignore[no-redef]
     from trainers import SGLANG_0_5_6, ServedLoader  # type: ignore[no-redef, import-not-found]
 
 
@@ -129,19 +133,24 @@ def read_safetensors_header(path: str) -> dict[str, TensorInfo]:
     return parse_safetensors_header(head, file=path, file_size=size)
 
 
-def read_config(path: str) -> dict:
+def _json_file(path: str, missing: str) -> dict:
+    """A JSON object file through `readers.json_object` (NaN, nesting past the recursion limit, bad
+    UTF-8 and a wrong top-level type are one sentence), its errors as BadInput (the job's input error)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            cfg = json.load(f)
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
-        raise BadInput(f"{path} does not exist (expected the draft's config.json)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"cannot read {path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise BadInput(f"{path} is not valid JSON (line {err.lineno}: {err.msg})") from None
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{path} is not a JSON object (expected a model config)")
-    return cfg
+        raise BadInput(f"{path} does not exist ({missing})") from None
+    except OSError as err:
+        raise BadInput(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        return json_object(data, path)
+    except _ReadError as err:
+        raise BadInput(str(err)) from None
+
+
+def read_config(path: str) -> dict:
+    return _json_file(path, "expected the draft's config.json")
 
 
 # keys speculators keeps at the top level of its config (everything else lives in transformer_layer_config)
@@ -261,14 +270,7 @@ def read_header(draft_dir: str) -> CheckpointHeader:
 
 
 def _read_index(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInput(f"{path} is not a readable safetensors index ({err})") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{path} is not a JSON object (expected a safetensors index)")
-    return data
+    return _json_file(path, "expected a safetensors index")
 
 
 def read_int_tensor(info: TensorInfo) -> list[int]:

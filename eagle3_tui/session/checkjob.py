@@ -21,11 +21,13 @@ from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.types import RunResult
 from eagle3_tui.session.leftovers import remove_leftovers
 
-# the files accuracy.py needs beside it (each imports its siblings as plain modules there)
+# the files accuracy.py needs beside it (each imports its siblings as plain modules there), relative to
+# the package; they land side by side under their own names
 SCRIPT_FILES: tuple[str, ...] = (
-    "accuracy.py", "drafter.py", "datasets.py", "wiring.py", "checkpoint.py", "trainers.py", "predict.py",
+    "eagle/accuracy.py", "eagle/drafter.py", "eagle/datasets.py", "eagle/wiring.py", "eagle/checkpoint.py",
+    "eagle/trainers.py", "eagle/predict.py", "readers.py",
 )
-_EAGLE_DIR = Path(__file__).resolve().parent.parent / "eagle"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 _MKTEMP = "import tempfile; print(tempfile.mkdtemp(prefix='eagle3-check-'))"
 _PRECHECK = (
@@ -52,7 +54,8 @@ class CheckEvent(dict[str, Any]):
 
 
 def script_sources() -> dict[str, bytes]:
-    return {name: (_EAGLE_DIR / name).read_bytes() for name in SCRIPT_FILES}
+    """The shipped files by the name they have on the host."""
+    return {Path(rel).name: (_PACKAGE_DIR / rel).read_bytes() for rel in SCRIPT_FILES}
 
 
 def check_argv(

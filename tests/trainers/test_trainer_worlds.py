@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_tui.session.checkjob import SCRIPT_FILES
+from eagle3_tui.session.checkjob import script_sources
 from tests.trainers import worlds as W
 
 N_SAMPLES = 10
@@ -176,11 +176,8 @@ def test_original_release_bin_weights(world: W.TrainerWorld, tmp_path: Path) -> 
 
 def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
     """accuracy.py and its siblings as plain files (what the session copies over SSH), run by a bare Python."""
-    from eagle3_tui.eagle import accuracy
-
-    src = Path(accuracy.__file__).parent
-    for name in SCRIPT_FILES:  # the files the check job ships, from the one list
-        shutil.copy(src / name, tmp_path / name)
+    for name, data in script_sources().items():  # the files the check job ships, from the one list
+        (tmp_path / name).write_bytes(data)
     proc = subprocess.run(
         [sys.executable, str(tmp_path / "accuracy.py"), "--no-stdin-watch", "--draft", str(world.speculators_draft),
          "--data", str(world.root / "speculators-out"), "--target", str(world.target), "--threads", "1"],
