@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from eagle3_tui.profile import Profile
+from eagle3_tui.remote.local import LocalHost
+from eagle3_tui.session import Session
+from eagle3_tui.session.discovery import discover_servers
+from eagle3_tui.session.events import RestartFailed
 from eagle3_tui.sim.nodes import check_flags, parse_addr
+from tests.plugins.world import READY, free_port, stop_processes_under
 
 
 def ns(**kw: object) -> argparse.Namespace:
@@ -21,3 +32,82 @@ def test_sim_node_flags_are_checked_in_one_sentence() -> None:
     assert check_flags(ns(nnodes=2, node_rank=2, dist_init_addr="h:1")) == "--node-rank 2 is not within --nnodes 2"
     assert check_flags(ns(nnodes=2)) == "--dist-init-addr HOST:PORT is required with --nnodes > 1"
     assert check_flags(ns(nnodes=2, dist_init_addr="h:99999")) == "--dist-init-addr 'h:99999' is not HOST:PORT"
+
+
+# ---------------------------------------------------------------- two sim nodes on loopback
+
+
+def _start_node(world, tmp: Path, name: str, model: Path, *, port: int, rank: int, dist: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "eagle3_tui.sim.server", "--model-path", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist,
+            "--dist-timeout", "30"]
+    with open(tmp / f"{name}.log", "wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp)
+
+
+async def _until(pred, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fails(demo_world, tmp_path):
+    head_port, node_port, dist_port = free_port(), free_port(), free_port()
+    dist = f"127.0.0.1:{dist_port}"
+    node_model = tmp_path / "node1-model"  # node 1's own path to the target: removed to make it fail
+    node_model.symlink_to(demo_world.target_dir)
+    node = _start_node(demo_world, tmp_path, "node1", node_model, port=node_port, rank=1, dist=dist)
+    head = _start_node(demo_world, tmp_path, "head", Path(demo_world.target_dir), port=head_port, rank=0, dist=dist)
+    head_log, node_log = tmp_path / "head.log", tmp_path / "node1.log"
+    prof = Profile(name="nodes", local=True, port=head_port, nodes=["127.0.0.1", "127.0.0.1"],
+                   state_dir=str(tmp_path / "state"), restart_deadline_s=60.0)
+    session = Session(prof, host=LocalHost())
+    try:
+        await _until(lambda: READY in head_log.read_text() and "joined the head" in node_log.read_text())
+        await session.attach()
+        assert session.deployment.nodes == 2 and session.server.pid == head.pid
+        assert session.restarter.nodes is not None
+
+        await session.restart()
+        assert session.server.state == "ready" and session.server.pid not in (None, head.pid)
+        # stop order: node 1 was stopped (SIGTERM) while its head still ran; it never lost the head
+        old_node_log = next(p for p in tmp_path.glob("node1.log.*")).read_text()
+        assert "node 1 of 2 shutting down (SIGTERM)" in old_node_log and "lost the head" not in old_node_log
+        assert node.wait(5) == 0 and head.wait(5) == 0
+        # start order: the head first, then node 1, which joined it
+        servers = {s.deployment.node_rank: s for s in await discover_servers(session.host)
+                   if s.deployment.dist_init == dist}
+        assert set(servers) == {0, 1} and servers[0].pid == session.server.pid
+        assert servers[0].start_time < servers[1].start_time
+        await _until(lambda: "joined the head" in node_log.read_text(), 10)
+
+        node_model.unlink()  # node 1 cannot start again: it exits at once
+        t0 = time.monotonic()
+        with pytest.raises(RestartFailed, match=r"node 1 of 2 \(127\.0\.0\.1\) did not come back: .*no config\.json"):
+            await session.restart()
+        assert time.monotonic() - t0 < 20  # the node's exit failed it, not the restart deadline
+        assert session.server.state == "failed"
+        assert any("has no config.json" in line for line in session.server.log_tail)  # node 1's own tail
+        left = [s for s in await discover_servers(session.host) if s.deployment.dist_init == dist]
+        assert left == []  # the failed restart stopped the head it launched
+    finally:
+        await session.close()
+        stop_processes_under(tmp_path)
+
+
+async def test_a_node_never_seen_refuses_the_restart_with_nothing_stopped(tmp_path) -> None:
+    from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory
+    from eagle3_tui.session.deploy_restart import Parts
+    from eagle3_tui.session.deployment import Deployment
+
+    own = LocalHost()
+    prof = Profile(name="nodes", local=True, nodes=["127.0.0.1", "gpu-b"])
+    host_for = host_factory(prof, own)
+    assert host_for("127.0.0.1") is own and host_for("localhost") is own
+    assert host_for("gpu-b") is not own and host_for("gpu-b").name == "gpu-b"  # reached over SSH, not connected here
+    dep = Deployment(nodes=2, dist_init=f"127.0.0.1:{free_port()}", node_hosts=("127.0.0.1", "127.0.0.1"))
+    parts = Parts(own, None, None, None, 60.0, None)  # type: ignore[arg-type]  # find touches only the host
+    with pytest.raises(RestartFailed, match=r"node 1 of 2 \(127\.0\.0\.1\): no server with --node-rank 1 "
+                                            r"--dist-init-addr 127\.0\.0\.1:\d+ runs there .* nothing was stopped"):
+        await NodeGroup(parts, dep, host_for).find(0.0)

@@ -8,6 +8,7 @@ relaunches a container's or a unit's command on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.deploy_container import ContainerRestart, EngineLogDecoder, FileView
 from eagle3_tui.session.deploy_journal import JournalFollow
+from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory
 from eagle3_tui.session.deploy_restart import Parts, RestartStrategy
 from eagle3_tui.session.deploy_systemd import SystemdRestart
 from eagle3_tui.session.deployment import Deployment
@@ -65,11 +67,25 @@ def strategy_for(dep: Deployment, parts: Parts, running_argv: Sequence[str]) -> 
 
 def wire(session: Session, dep: Deployment, running_argv: Sequence[str]) -> None:
     """The found server's deployment into the session's feed, restarter and server view."""
+    if dep.nodes > 1:
+        dep = dataclasses.replace(dep, node_hosts=tuple(session.profile.nodes))
     session.deployment = dep
     session.feed.decode = EngineLogDecoder() if dep.kind == "container" else None
     session.restarter.strategy = strategy_for(dep, parts_of(session), running_argv)
+    session.restarter.nodes = _nodes_for(session, dep)
     session.views.set_server(deployment=dep.label or None)
     _follow_journal(session, dep)
+
+
+def _nodes_for(session: Session, dep: Deployment) -> NodeGroup | None:
+    """The head of several nodes restarts them all (kept across rediscovery: it remembers the nodes seen)."""
+    if dep.nodes <= 1 or dep.refusal("restart") is not None:
+        return None
+    old = session.restarter.nodes
+    if old is not None and (old.deployment.dist_init, old.deployment.node_hosts) == (dep.dist_init, dep.node_hosts):
+        old.deployment = dep
+        return old
+    return NodeGroup(parts_of(session), dep, host_factory(session.profile, session.host))
 
 
 _JOURNALS: weakref.WeakKeyDictionary[Session, JournalFollow] = weakref.WeakKeyDictionary()
@@ -111,6 +127,7 @@ def check_action(dep: Deployment, action: str, *, into_log: bool = False) -> Non
 def release_to_log(session: Session) -> None:
     """The user asked to restart a pane's or pipe's server into a log file: the console's own path."""
     session.restarter.strategy = None
+    session.restarter.nodes = None
     session.deployment = Deployment("process", pid=session.deployment.pid)
 
 

@@ -302,9 +302,11 @@ def wanted_port(profile: Profile) -> int | None:
 
 
 def pick_server(servers: Sequence[ServerProcess], want: int | None) -> ServerProcess | None:
-    """The server on the wanted port, else the only one; None when there is none or several."""
+    """The server on the wanted port (the head, when several nodes share a host), else the only one;
+    None when there is none or several."""
     if want is not None:
-        return next((s for s in servers if s.port == want), None)
+        on_port = [s for s in servers if s.port == want]
+        return next((s for s in on_port if s.deployment.node_rank == 0), on_port[0] if on_port else None)
     return servers[0] if len(servers) == 1 else None
 
 

@@ -9,6 +9,8 @@ Which log lines belong to the new launch: the host rotates the old log at the la
 is then followed afresh from the new file's first byte (`LogFeed.start(fresh=True)`), so a ready or
 crash line of the previous run's file never decides this launch. A start that fails stops the group
 it launched. Across processes and machines one restart at a time: `restartlock.RestartLock`.
+Several nodes (`nodes`, deploy_nodes.py): the others are found first, stopped before the head and
+launched after it; readiness is the head's, and a node that exits fails the restart.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_tui import faults
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.deploy_nodes import NodeFailed
 from eagle3_tui.session.deploy_restart import ClientFactory
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
@@ -32,6 +35,7 @@ from eagle3_tui.session.state import Launched, RunTracker
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.deploy_nodes import NodeGroup
     from eagle3_tui.session.deploy_restart import RestartStrategy
     from eagle3_tui.session.logfeed import LogFeed
     from eagle3_tui.session.views import Views
@@ -99,6 +103,8 @@ class Restarter:
         self._started: int | None = None
         self.strategy: RestartStrategy | None = None
         """The server's owner restarts it (container engine, systemd: deploy_*.py); None: relaunched here."""
+        self.nodes: NodeGroup | None = None
+        """The other nodes of a multi-node server (deploy_nodes.py): stopped before the head, started after it."""
 
     @property
     def busy(self) -> bool:
@@ -125,10 +131,14 @@ class Restarter:
         """Stop the server (claims the restart for the while)."""
         self.begin()
         try:
+            if self.nodes is not None and self.strategy is None:
+                await self.nodes.find(time.monotonic())
             await self.stop_current(time.monotonic())
             self._views.set_server(state="stopped", pid=None, pgid=None, message="stopped")
         finally:
             self.end()
+            if self.nodes is not None:
+                await self.nodes.done()
 
     async def stop_current(self, t0: float) -> None:
         """TERM the server's process group (grace, then KILL); a group shared with a shell is not signalled."""
@@ -136,6 +146,8 @@ class Restarter:
         if self.strategy is not None:
             await self.strategy.stop(t0)
             return
+        if self.nodes is not None:
+            await self.nodes.stop_others(t0)  # ranks > 0 first, then the head
         pgid = server.pgid
         if pgid is None:
             return
@@ -172,6 +184,14 @@ class Restarter:
         self._busy = True
         self._started = None
         t0 = time.monotonic()
+        nodes = self.nodes if self.strategy is None else None
+        if nodes is not None:
+            try:
+                await nodes.find(t0)  # read only: a node that cannot be found refuses with nothing stopped
+            except RestartFailed:
+                self._busy = False
+                await nodes.done()
+                raise
         lock = RestartLock(self._host, spec.log_path, self._lock_age_s())
         try:
             await lock.acquire(reason)
@@ -186,10 +206,14 @@ class Restarter:
                 self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
                 await self._wait_port(spec, t0)
                 started = await self._launch(spec, reason, t0)
+                if nodes is not None:
+                    await nodes.start_others(t0)  # the head first: it opens the address the others join
             if started is not None:
                 await self._wait_ready(started[0], t0, started[1])
+            if nodes is not None:
+                await nodes.check_others()  # readiness is the head's; the others must still run
         except RestartFailed as err:
-            await self._fail(str(err), spec, t0)
+            await self._fail(str(err), spec, t0, tail=err.log_tail if isinstance(err, NodeFailed) else None)
             raise
         except UserError as err:
             await self._fail(str(err), spec, t0)
@@ -197,6 +221,8 @@ class Restarter:
         finally:
             self._busy = False
             await lock.release()
+            if nodes is not None:
+                await nodes.done()
         elapsed = time.monotonic() - t0
         self._views.set_server(state="ready", message="")
         self._progress("ready", f"ready after {elapsed:.1f} s", t0)
@@ -261,6 +287,8 @@ class Restarter:
                 )
             if now - last_alive_check > ALIVE_CHECK_S:
                 last_alive_check = now
+                if self.nodes is not None:
+                    await self.nodes.check_others()  # a node that exits fails the restart now, not at the deadline
                 if not await self._host.group_alive(pgid):
                     await asyncio.sleep(LAST_LINES_GRACE_S)
                     await self._feed.settle()
@@ -271,8 +299,12 @@ class Restarter:
         """Longer than any restart can last: a lock older than this was left by a dead one."""
         return STOP_GRACE_S + PORT_HELD_S + self._profile.restart_deadline_s + 60.0
 
-    async def _fail(self, message: str, spec: LaunchSpec, t0: float) -> None:
-        tail = await log_tail(self._host, spec.log_path or self._views.server.log_path, self._feed)
+    async def _fail(self, message: str, spec: LaunchSpec, t0: float, *, tail: tuple[str, ...] | None = None) -> None:
+        """The failed state with the log tail (a node's own when a node failed); what this start launched stopped."""
+        if tail is None:
+            tail = await log_tail(self._host, spec.log_path or self._views.server.log_path, self._feed)
+        if self.nodes is not None:
+            await self.nodes.stop_launched(t0)
         if self._started is not None:  # a start that failed stops what it started
             with contextlib.suppress(UserError):
                 outcome = await self._host.stop_group(self._started, grace=FAILED_STOP_GRACE_S)
