@@ -67,7 +67,7 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
         await _until(lambda: READY in head_log.read_text() and "joined the head" in node_log.read_text())
         await session.attach()
         assert session.deployment.nodes == 2 and session.server.pid == head.pid
-        assert session.restarter.nodes is not None
+        assert session.restarter.nodes is not None and session.server.deployment == "2 nodes: 127.0.0.1, 127.0.0.1"
 
         await session.restart()
         assert session.server.state == "ready" and session.server.pid not in (None, head.pid)

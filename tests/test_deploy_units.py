@@ -148,6 +148,7 @@ def test_several_nodes_are_shown_and_not_restarted_one_alone() -> None:
     with pytest.raises(UserError, match="the profile names 0 node hosts: set nodes"):
         check_action(head, "restart")
     listed = dataclasses.replace(head, node_hosts=("10.0.0.1", "10.0.0.2"))
+    assert listed.label == "2 nodes: 10.0.0.1, 10.0.0.2"
     check_action(listed, "restart")  # the head restarts every node
     check_action(listed, "stop")
     with pytest.raises(UserError, match="change every node's command line"):

@@ -89,7 +89,8 @@ class Deployment:
         one = self._one_label
         if self.nodes <= 1:
             return one
-        nodes = f"{self.nodes} nodes" + (f" (this is node {self.node_rank})" if self.node_rank else "")
+        nodes = f"{self.nodes} nodes" + (f" (this is node {self.node_rank})" if self.node_rank
+                                         else f": {', '.join(self.node_hosts)}" if self.node_hosts else "")
         return f"{one}, {nodes}" if one else nodes
 
     @property
