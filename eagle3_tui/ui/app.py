@@ -97,7 +97,9 @@ class Eagle3App(App[int]):
 
     def key_owners(self) -> list[type[DOMNode]]:
         """Every class that declares console keys, in the order help lists them."""
-        return [LogPane, LivePane, ConfigPane, MainScreen, type(self)]
+        from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
+
+        return [LogPane, LivePane, ConfigPane, AccuracyPane, MainScreen, type(self)]
 
     # -- themes ------------------------------------------------------------------------------------
     def _register_themes(self, dirs: list[Path]) -> None:

@@ -19,7 +19,7 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("log-filter", "log-pause", "log-top", "log-bottom", "log-wrap", "log-filter-close", "window-narrow", "window-widen"),
     ),
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
-    ("Accuracy check and benchmarks", ("check", "cancel", "bench", "bench-baseline", "sweep")),
+    ("Accuracy check and benchmarks", ("check", "check-data", "cancel", "bench", "bench-baseline", "sweep")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )

@@ -270,6 +270,7 @@ class MainScreen(Screen[None]):
         self.accuracy_pane.served = session.server.boundaries
         self.accuracy_pane.served_flags = vm.served_config(session.server)
         self.accuracy_pane.report = session.check
+        self.accuracy_pane.data_known = bool(session.profile.data_glob or session.profile.data_slots)
         self._reload_ledger_rows()
         self.live.mark_dirty()
         self.refresh_bindings()
@@ -581,6 +582,29 @@ class MainScreen(Screen[None]):
             opts["predict"] = vm.check_grid(session.server, [p.flags for p in self.preset_list() if p.kind == "flags"],
                                             vm.ledger_configs(r.config for r in self._ledger_or_none()))
         self.jobs.run("check", session.run_check(**opts), "accuracy check", on_error=self._check_failed)
+
+    def on_accuracy_pane_data_requested(self) -> None:
+        """d in the Accuracy pane: ask for the training data; the session reads and saves it, the doctor reruns.
+        (Named, not `@on`, so the pane's module is not imported before the first frame.)"""
+        from eagle3_tui.ui.screens.data_modal import DataModal
+
+        session = self.session
+        if session is None:
+            return
+        prof = session.profile
+
+        async def submit(glob: str, slots: tuple[int, ...] | None) -> str:
+            got = await session.use_training_data(glob, slots, save=prof.source is not None)
+            self.accuracy_pane.data_known = True
+            await session.refresh_findings()
+            return got.summary() + (f"; saved to {prof.source}" if prof.source else "")
+
+        def done(summary: str | None) -> None:
+            if summary:
+                self.notify(summary, timeout=8)
+
+        self.app.push_screen(DataModal(submit, glob=prof.data_glob or "", slots=prof.data_slots,
+                                       where=prof.source or ""), done)
 
     def _check_failed(self, why: str) -> None:
         if why == "cancelled":

@@ -3,12 +3,14 @@ predicted accept length for each (steps, topk, draft tokens) the check predicted
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
@@ -46,8 +48,23 @@ def _cell(result: WiringResult, attr: str, digits: int, pct: bool) -> str:
     return str(value)
 
 
+NO_CHECK = "No check yet: press c to run the standalone accuracy check."
+NO_DATA = ("[$accept-warn]No training data known:[/] the doctor cannot see the wiring the draft was trained on, "
+           "and the check has nothing to feed it. Press [b]d[/b] to give the data's path and the boundaries its "
+           "slots hold (saved to the host's profile).")
+
+
 class AccuracyPane(Vertical):
-    """Progress while a check runs (`show_*`), then `report` side by side, with the `served` wiring marked."""
+    """Progress while a check runs (`show_*`), then `report` side by side, with the `served` wiring marked.
+    With no training data known (`data_known` False) it says so and d asks for it (`DataRequested`)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("d", "give_data", "Training data", show=False,
+                tooltip="Give the training data's path and slots (saved to the profile)", id="check-data"),
+    ]
+
+    class DataRequested(Message):
+        """The operator asked to give the training data's path and slots (the screen asks and saves)."""
 
     DEFAULT_CSS = """
     AccuracyPane > #check-progress { height: 3; padding: 0 1; display: none; }
@@ -69,6 +86,8 @@ class AccuracyPane(Vertical):
     """The running check's progress (None: none runs)."""
     stopped: reactive[str] = reactive("", init=False, always_update=True)
     """Why the last check ended without a report (markup), shown in place of the notes."""
+    data_known: reactive[bool] = reactive(True, init=False)
+    """Whether the host's profile names the training data (False: the pane asks for it)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="check-progress"):
@@ -77,8 +96,17 @@ class AccuracyPane(Vertical):
         yield DataTable(id="check-table", cursor_type="none", zebra_stripes=True)
         yield DataTable(id="predict-table", cursor_type="none", zebra_stripes=True)
         with VerticalScroll():
-            yield Static("No check yet: press c to run the standalone accuracy check.", id="check-notes")
+            yield Static(NO_CHECK, id="check-notes")
         yield Label("c run check · esc cancel it", id="check-keys")
+
+    def action_give_data(self) -> None:
+        self.post_message(self.DataRequested())
+
+    def watch_data_known(self, known: bool) -> None:
+        if self.report is None and self.progress is None:
+            self.query_one("#check-notes", Static).update(NO_CHECK if known else NO_DATA)
+            self.query_one("#check-keys", Label).update(
+                "c run check · esc cancel it" + ("" if known else " · d give the training data"))
 
     def watch_progress(self, progress: JobProgress | None) -> None:
         self.set_class(progress is not None, "running")
