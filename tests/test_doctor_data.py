@@ -89,11 +89,26 @@ def doctor(demo_world, tmp_path, monkeypatch, capsys):
     return run
 
 
-def test_doctor_with_data_reports_the_steps_override_and_the_wiring_mismatch(doctor, demo_world):
-    rc, out, _ = doctor("--data", str(demo_world.data_glob), "--data-slots", "0,2,6,9")
-    assert rc == 0
+@pytest.mark.slow
+def test_doctor_with_data_on_the_demos_server_reports_the_steps_override_and_the_wiring_mismatch(
+        demo_world, sim_server, tmp_path, monkeypatch, capsys):
+    """The demo's sim server on the seeds' flags (steps 1, draft tokens 16, topk 1, no layer-id key),
+    found on the host by its port; the data given on the command line only."""
+    from tests.plugins.world import make_draft_dir
+
+    draft = make_draft_dir(demo_world, tmp_path / "draft")
+    server = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                        "--speculative-num-draft-tokens", "16", "--speculative-eagle-topk", "1",
+                        "--sim-embed-capture-patch", draft_dir=draft)
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[localhost]\nport = {server.port}\nstate_dir = "{tmp_path / "state"}"\n')
+    rc = cli.main(["doctor", "--local", "--profile", str(hosts), "--data", str(demo_world.data_glob),
+                   "--data-slots", "0,2,6,9"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"server: ready (pid {server.proc.pid}" in out
     assert "4 slots of 128, slots hold boundaries 0, 2, 6, 9, trainer feeds [:-1]" in out
-    assert "steps-override" in out
+    assert "steps-override: --speculative-num-draft-tokens 16 is silently replaced by 2" in out
     assert "wiring-mismatch: the draft was trained on embed, h2, h6 but is served h2, h6, h9" in out
 
 
