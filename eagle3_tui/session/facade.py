@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.doctor.advice import measured_configs
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile
+from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
@@ -253,11 +254,11 @@ class Session:
             self.views.notice(self.recovered, "warning")
         return self.recovered
 
-    def _recover_restart(self) -> None:
+    def _recover_restart(self) -> str | None:
         """A restart cut off (connection lost, command killed) between its stop and its outcome: say where it stands."""
         rec = self.store.unfinished_restart()
         if rec is None or _other_process_alive(rec.get("pid")):
-            return  # none, or still running in another process of this machine (its lock refuses a second)
+            return None  # none, or still running in another process of this machine (its lock refuses a second)
         when = time.strftime("%H:%M:%S", time.localtime(float(rec.get("since") or 0)))
         what = f"a restart ({rec.get('reason')}) begun at {when} was cut off before it ended"
         if self.server.state == "ready" and self.server.pgid:
@@ -268,6 +269,19 @@ class Session:
                     + (", `rollback` undoes the last preset and restarts" if self.store.rollback_preset() else ""))
         self.recovered = f"{self.recovered}; {note}" if self.recovered else note
         self.views.notice(note, "warning")
+        return note
+
+    async def _restart_cut_off(self) -> None:
+        """A restart lost its connection midway: when the host is back, look again and say where the
+        server stands (a server found is watched; none: `restart` finishes it)."""
+        with contextlib.suppress(UserError):  # the session closed first: the next attach says it
+            await self.host.wait_connected()
+            if self.restarter.busy:
+                return  # a new restart already runs; it states its own outcome
+            await self.refresh_servers()
+            note = self._recover_restart()
+            if note and self.server.state == "failed":  # failed by the lost connection; nothing runs now
+                self.views.set_server(state="stopped", pid=None, pgid=None, message=note)
 
     def _remembered_spec(self) -> LaunchSpec | None:
         return self.store.load_launch() or spec_from_profile(self.profile)
@@ -573,8 +587,13 @@ class Session:
         try:
             seconds = await self.restarter.run(self._spec, reason=reason)
         except RestartFailed as err:
-            if self.host.state.kind == "connected" or self.profile.local:
-                self.store.end_restart()  # a stated outcome; a lost connection leaves it for the next attach
+            # The host may already be back when the failure lands: the cause, not the state, says "lost".
+            lost = isinstance(err.__context__, ConnectionLost) or not (
+                self.host.state.kind == "connected" or self.profile.local)
+            if lost:  # the record stays (the next attach says it too); once the host is back, say where it stands
+                self._spawn(self._restart_cut_off())
+            else:
+                self.store.end_restart()  # a stated outcome
             self._record("restart", {"ok": False, "error": str(err)}, "failed")
             raise
         self.store.end_restart()
