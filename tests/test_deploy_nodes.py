@@ -82,6 +82,10 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
         assert servers[0].start_time < servers[1].start_time
         await _until(lambda: "joined the head" in node_log.read_text(), 10)
 
+        await session.stop_server()  # both stopped, node 1 first; each is remembered for the next start
+        assert [s for s in await discover_servers(session.host) if s.deployment.dist_init == dist] == []
+        assert "shutting down (SIGTERM)" in node_log.read_text()
+
         node_model.unlink()  # node 1 cannot start again: it exits at once
         t0 = time.monotonic()
         with pytest.raises(RestartFailed, match=r"node 1 of 2 \(127\.0\.0\.1\) did not come back: .*no config\.json"):

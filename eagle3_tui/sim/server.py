@@ -225,7 +225,10 @@ def _run_head(ns: argparse.Namespace, args: ServerArgs, arch: str, log: LogWrite
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except SystemExit as leave:  # argparse, or SIGTERM before the server was up
+        code = leave.code if isinstance(leave.code, int) else 0 if leave.code is None else 1
     sys.stdout.flush()
     sys.stderr.flush()
     # Every line is written and flushed: skip the interpreter's teardown of torch (about 1.5 s on a
