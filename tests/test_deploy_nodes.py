@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.profile import Profile
+from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session import Session
 from eagle3_tui.session.discovery import discover_servers
@@ -115,3 +117,12 @@ async def test_a_node_never_seen_refuses_the_restart_with_nothing_stopped(tmp_pa
     with pytest.raises(RestartFailed, match=r"node 1 of 2 \(127\.0\.0\.1\): no server with --node-rank 1 "
                                             r"--dist-init-addr 127\.0\.0\.1:\d+ runs there .* nothing was stopped"):
         await NodeGroup(parts, dep, host_for).find(0.0)
+
+    class Unreachable(LocalHost):
+        async def connect(self, timeout: float | None = None) -> None:
+            raise ConnectionLost("gpu-b: connection refused")
+
+    with pytest.raises(RestartFailed, match=r"node 1 of 2 \(gpu-b\) cannot be reached: gpu-b: connection refused; "
+                                            "nothing was stopped"):
+        await NodeGroup(parts, dataclasses.replace(dep, node_hosts=("127.0.0.1", "gpu-b")),
+                        lambda name: Unreachable()).find(0.0)
