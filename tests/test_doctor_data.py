@@ -126,3 +126,25 @@ def test_doctor_without_data_says_the_trained_wiring_is_unknown_in_one_line(doct
 def test_doctor_bad_data_input_is_one_sentence_exit_2(doctor, extra, said):
     rc, _out, err = doctor(*extra)
     assert rc == 2 and said in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_doctor_over_ssh_reads_the_data_on_the_host(sshd, demo_world, tmp_path, monkeypatch, capsys):
+    """`doctor --host ALIAS --data ..` through the real sshd: the first file read by the host's Python."""
+    import sys
+
+    from tests.plugins.world import make_draft_dir
+
+    draft = make_draft_dir(demo_world, tmp_path / "draft")
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
+                    f'draft_path = "{draft}"\ntarget_path = "{demo_world.target_dir}"\n'
+                    f'state_dir = "{tmp_path / "state"}"\nport = 1\n')
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    assert cli.main(["doctor", "--json", "--host", sshd.alias, "--profile", str(prof),
+                     "--data", str(demo_world.data_glob), "--data-slots", "0,2,6,9"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["training_data"] == {"glob": str(demo_world.data_glob), "slots": [0, 2, 6, 9],
+                                    "convention": "[:-1]", "note": ""}
+    mismatch = next(f for f in doc["findings"] if f["rule_id"] == "wiring-mismatch")
+    assert "trained on embed, h2, h6 but is served h2, h6, h9" in mismatch["title"]
