@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eagle3_tui.session.deployment import Deployment
+from eagle3_tui.ui import keys
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.themes import builtin_theme_dir
 from tests.ui.recorded import clock_of, recorded_session, until_ready
@@ -32,6 +33,10 @@ async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
         await pilot.pause()
         assert app.screen is app.screen_stack[0]  # no confirmation: nothing is restarted
         assert any(t.startswith("pod container 3f2a…") and "pod's controller restarts it" in t for t in toasts())
+        said = len(toasts())
+        main.run_key(keys.all_keys(app.key_owners())["rollback"])  # from the palette: the same reason
+        await pilot.pause()
+        assert len(toasts()) == said + 1 and "pod's controller" in toasts()[-1]
 
         session.deployment = DOCKER  # the engine restarts it; its flags are the image's
         assert main.check_action("restart", ()) is True and main.check_action("sweep", ()) is None

@@ -486,6 +486,10 @@ class MainScreen(Screen[None]):
 
     def run_key(self, key: Key) -> None:
         """Run a key's action on the node that owns it, with that node's tab shown (the palette)."""
+        why = self.refused(key.binding.action)
+        if why is not None:
+            self.notify(why, severity="warning", timeout=10)
+            return
         owner = key.owner
         node: DOMNode
         if isinstance(self.app, owner):
