@@ -344,6 +344,10 @@ def _strip_layer_ids(text: str) -> str:
     return json.dumps(cfg, indent=2) + "\n"
 
 
+DEMO_SGLANG_VERSION = "0.5.6"
+"""The release the demo's sim behaves as (sim/release.py)."""
+
+
 def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
     """The demo host: this machine, the sim server with the seeds' broken flags.
 
@@ -398,7 +402,12 @@ def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
         # A decode stat every 10 iterations (SGLang's default is 40) so the demo's charts move at once.
         "--decode-log-interval",
         "10",
-        "--sim-embed-capture-patch",
+        # SGLang 0.5.6 serving a Qwen3 target: -1 captures the embedding stock, and decode under CUDA
+        # graphs replays the default boundaries whatever the ids say (the story's partial wiring fix).
+        "--sglang-version",
+        DEMO_SGLANG_VERSION,
+        "--sim-target-arch",
+        "qwen3",
     ]
     return Profile(
         name="demo",

@@ -132,7 +132,10 @@ def test_demo_profile_copies_draft_without_layer_ids(tmp_path):
     assert argv[i("--speculative-num-steps") + 1] == "1"
     assert argv[i("--speculative-num-draft-tokens") + 1] == "16"
     assert argv[i("--speculative-eagle-topk") + 1] == "1"
-    assert argv[i("--port") + 1] == "30123" and "--sim-embed-capture-patch" in argv
+    assert argv[i("--port") + 1] == "30123"
+    # the story's release: 0.5.6 on a Qwen3 target (-1 captured stock, graphed decode replays the defaults)
+    assert argv[i("--sglang-version") + 1] == "0.5.6" and argv[i("--sim-target-arch") + 1] == "qwen3"
+    assert "--sim-embed-capture-patch" not in argv and "--disable-cuda-graph" not in argv
     assert argv[i("--sim-background-load") + 1] == "4"
     assert p.local and p.data_slots == (0, 2, 6, 9) and p.port == 30123
     copied = Path(p.draft_path)

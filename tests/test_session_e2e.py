@@ -26,8 +26,8 @@ from eagle3_tui.session.presets import set_flags
 pytestmark = pytest.mark.slow
 
 BENCH = {"num_prompts": 4, "concurrency": 2, "max_tokens": 24}
-DROP_PATCH = Preset("drop-patch", "flags", flags={"sim-embed-capture-patch": None},
-                    description="the server without the embed-capture patch")
+AS_LLAMA = Preset("as-llama", "flags", flags={"sim-target-arch": "llama"},
+                  description="the target served as Llama: 0.5.6's llama.py cannot capture the embedding for -1")
 
 
 def _free_port() -> int:
@@ -129,18 +129,18 @@ async def _story(session: Session, world, *, full: bool) -> None:
     if not full:
         await _baseline(session)
 
-    # --- a preset that makes the server fail: -1 ids without the embed-capture patch
-    session.profile.presets.append(DROP_PATCH)
+    # --- a preset that makes the server fail: -1 ids on a target whose 0.5.6 model file cannot capture it
+    session.profile.presets.append(AS_LLAMA)
     argv_before = session.server.argv
-    bad = await session.plan_apply("drop-patch")
-    assert bad.ok and "--sim-embed-capture-patch" in bad.diff
+    bad = await session.plan_apply("as-llama")
+    assert bad.ok and "--sim-target-arch llama" in bad.diff
     with pytest.raises(RestartFailed):
         await session.apply(bad)
     failed = session.server
     assert failed.state == "failed"
     assert failed.log_tail and len(failed.log_tail) <= 40
     assert failed.message
-    assert "--sim-embed-capture-patch" not in failed.argv
+    assert failed.argv[failed.argv.index("--sim-target-arch") + 1] == "llama"
 
     # --- rollback: the launch command comes back exactly, the server is healthy
     await session.rollback()

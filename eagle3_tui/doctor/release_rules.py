@@ -88,8 +88,8 @@ def ids_prefill_only(f: Facts) -> Finding | None:
         f"the draft's layer ids reach prefill only: decode under CUDA graphs replays "
         f"{wiring.format_boundaries(a.captures_cuda_graph)}",
         ev,
-        f"Restart with {DISABLE_GRAPH} (slower decode, the ids reach every step), or upgrade to SGLang >= 0.5.11, "
-        "which applies the ids before capturing the graphs.",
+        f"Restart with {DISABLE_GRAPH} (the Config pane offers it as a flag preset; slower decode, the ids reach "
+        "every step), or upgrade to SGLang >= 0.5.11, which applies the ids before capturing the graphs.",
     )
 
 

@@ -1,5 +1,7 @@
 """The demo's session: the demo world (built once, cached), a fresh state dir, the demo profile with
-the seeds' broken flags, and the sim server started through the session's one launch path.
+the seeds' broken flags on an SGLang 0.5.6-like sim (its decode CUDA graphs replay the default
+boundaries, so the wiring fix alone barely helps), and the sim server started through the session's
+one launch path.
 
 Each demo works in its own temp folder (`new_state_root`), which names its console's pid
 (`OWNER_FILE`): a demo SIGKILLed leaves the folder behind, and the next demo's boot removes every
@@ -82,7 +84,7 @@ def demo_boot(readonly: bool, state_root: Path) -> Callable[[Progress], Awaitabl
     """The coroutine that builds the demo's session, saying what it does through `progress`."""
 
     async def boot(progress: Progress) -> Session:
-        from eagle3_tui.profile import demo_profile
+        from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
         from eagle3_tui.sim.world import ensure_world
 
         progress("building or reusing the demo world (first run trains a tiny draft: a minute or two)…")
@@ -90,8 +92,8 @@ def demo_boot(readonly: bool, state_root: Path) -> Callable[[Progress], Awaitabl
         progress(f"demo world ready in {world.root}")
         profile = demo_profile(world, port=free_port(), state_dir=state_root)
         progress(
-            "starting the sim server with --speculative-num-steps 1 --speculative-num-draft-tokens 16 "
-            "--speculative-eagle-topk 1 and no layer-id key…"
+            f"starting the sim server as SGLang {DEMO_SGLANG_VERSION} (a Qwen3 target, CUDA graphs on) with "
+            "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1 and no layer-id key…"
         )
         return Session(profile, readonly=readonly)
 
