@@ -36,6 +36,24 @@ def test_sim_node_flags_are_checked_in_one_sentence() -> None:
     assert check_flags(ns(nnodes=2, dist_init_addr="h:99999")) == "--dist-init-addr 'h:99999' is not HOST:PORT"
 
 
+def test_sim_node_whose_head_does_not_answer_exits_and_a_head_that_cannot_bind_says_so(demo_world, tmp_path) -> None:
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    busy = f"127.0.0.1:{held.getsockname()[1]}"
+    base = [sys.executable, "-m", "eagle3_tui.sim.server", "--model-path", str(demo_world.target_dir),
+            "--host", "127.0.0.1", "--nnodes", "2"]
+    with held:
+        head = subprocess.run([*base, "--port", str(free_port()), "--node-rank", "0", "--dist-init-addr", busy],
+                              capture_output=True, text=True, timeout=30)
+    node = subprocess.run([*base, "--port", str(free_port()), "--node-rank", "1", "--dist-timeout", "1",
+                           "--dist-init-addr", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=30)
+    assert head.returncode == 1 and f"the dist-init address {busy} cannot be bound" in head.stderr
+    assert node.returncode == 1 and "did not answer within 1 s" in node.stderr
+
+
 # ---------------------------------------------------------------- two sim nodes on loopback
 
 
