@@ -121,10 +121,14 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
 
 
 async def test_a_node_never_seen_refuses_the_restart_with_nothing_stopped(tmp_path) -> None:
-    from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory
+    from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory, node_spec
     from eagle3_tui.session.deploy_restart import Parts
     from eagle3_tui.session.deployment import Deployment
+    from eagle3_tui.session.discovery import ServerProcess
 
+    pane = ServerProcess(9, 9, None, ("python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "31000"),
+                         "/w", {}, None, 31000, "sglang")
+    assert node_spec(pane, 1).log_path == "/tmp/eagle3-tui-sglang-31000-node1.log"  # not the head's default log
     own = LocalHost()
     prof = Profile(name="nodes", local=True, nodes=["127.0.0.1", "gpu-b"])
     host_for = host_factory(prof, own)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -60,7 +61,8 @@ def node_spec(proc: ServerProcess, rank: int) -> LaunchSpec:
     """The node's launch; a node not logging to a file gets one of its own (not the head's default)."""
     spec = proc.spec()
     if spec.log_path is None:
-        spec = dataclasses.replace(spec, log_path=default_log_path(spec.port).replace(".log", f"-node{rank}.log"))
+        own = posixpath.splitext(default_log_path(spec.port))[0] + f"-node{rank}.log"
+        spec = dataclasses.replace(spec, log_path=own)
     return spec
 
 
@@ -146,7 +148,7 @@ class NodeGroup:
             spec = node.spec
             assert spec.log_path is not None
             self._parts.progress("launching", f"launching {self._who(node)}", t0)
-            cwd = spec.cwd or spec.log_path.rsplit("/", 1)[0] or "/"
+            cwd = spec.cwd or posixpath.dirname(spec.log_path) or "/"
             node.pgid = await self._host(node.host_name).spawn_detached(list(spec.argv), cwd=cwd, env=spec.env,
                                                                        log_path=spec.log_path)
             node.launched = True
