@@ -135,6 +135,12 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         await pilot.press("3")
         await apply_preset(pilot, "train-[:-1]", "eagle_aux_hidden_state_layer_ids")
         assert s.server.layer_ids == (-1, 1, 5)
+        # on the demo's 0.5.6 the ids reach prefill only: the doctor names the CUDA graphs, whose
+        # flag preset makes them reach decode too
+        await wait_until(pilot, lambda: any(f.rule_id == "ids-prefill-only" for f in s.findings),
+                         "the ids-prefill-only finding", 30)
+        await apply_preset(pilot, "disable-cuda-graph", "--disable-cuda-graph")
+        assert "--disable-cuda-graph" in s.server.argv
         # then the steps flag: topk 1 caps accept length at steps + 1 = 2; steps 15 lifts the cap
         assert max(accept_points_since(s, 0)) <= 2.0
         await apply_preset(pilot, "steps=15", "--speculative-num-steps 15")
