@@ -78,8 +78,9 @@ async def test_a_connection_cut_mid_restart_is_said_after_the_reconnect_and_rest
         await session.attach()
         assert session.server.state == "ready", session.server
         monkeypatch.setattr(restart_mod.Restarter, "_port_free", cut_while_a_command_runs)
-        with pytest.raises(RestartFailed, match="Lost the connection"):
+        with pytest.raises(RestartFailed, match="Lost the connection") as failed:
             await session.restart()
+        assert failed.value.exit_code == 3  # the CLI's status for a lost connection, not a refusal's 2
         assert cut, "the connection was not cut"
         for _ in range(300):  # the reconnect, then the look at the host
             if session.server.state != "failed":

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.doctor.advice import measured_configs
-from eagle3_tui.errors import UserError
+from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
@@ -591,6 +591,7 @@ class Session:
             lost = isinstance(err.__context__, ConnectionLost) or not (
                 self.host.state.kind == "connected" or self.profile.local)
             if lost:  # the record stays (the next attach says it too); once the host is back, say where it stands
+                err.exit_code = EXIT_CONNECTION_LOST  # a command ends on it with the lost connection's status
                 self._spawn(self._restart_cut_off())
             else:
                 self.store.end_restart()  # a stated outcome
