@@ -132,7 +132,9 @@ def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | No
 
 async def read_head(host: Host, python: str, glob: str) -> DataHead:
     """The data's first file read on `host` with its own Python (torch and safetensors there)."""
-    got = await run_shipped(host, python, lambda tmp: [python, "-c", _DESCRIBE, tmp, glob], timeout=120)
+    # the folder with a trailing slash on the command line: a check starting meanwhile sees it in use
+    # (session/leftovers.py) and leaves it alone
+    got = await run_shipped(host, python, lambda tmp: [python, "-c", _DESCRIBE, f"{tmp}/", glob], timeout=120)
     line = next((ln for ln in reversed(got.stdout.splitlines()) if ln.startswith("{")), "")
     try:
         out = json.loads(line)
