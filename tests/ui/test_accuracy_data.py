@@ -61,6 +61,7 @@ async def test_d_asks_for_the_data_saves_it_to_the_profile_and_reruns_the_doctor
         async with app.run_test(size=(120, 40)) as pilot:
             await until_ready(pilot)
             assert "steps-override" in _rules(app) and "wiring-mismatch" not in _rules(app)
+            assert "train-[:-1]" not in [p.name for p in app.query_one("#config-pane").presets]
             await pilot.press("4")
             assert "No training data known" in str(app.query_one("#check-notes").render())
             await pilot.press("d")
@@ -77,6 +78,7 @@ async def test_d_asks_for_the_data_saves_it_to_the_profile_and_reruns_the_doctor
                          lambda: f"the modal to close: {modal.query_one('#data-error').render()}")
             await _until(pilot, lambda: "wiring-mismatch" in _rules(app), "the doctor's rerun")
             assert "No training data known" not in str(app.query_one("#check-notes").render())
+            assert "train-[:-1]" in [p.name for p in app.query_one("#config-pane").presets]
             assert any("slots hold boundaries 0, 2, 6, 9" in n.message for n in app._notifications)
     finally:
         await session.close()

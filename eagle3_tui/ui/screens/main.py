@@ -601,6 +601,7 @@ class MainScreen(Screen[None]):
             got = await session.use_training_data(glob, slots, save=prof.source is not None)
             self.accuracy_pane.data_known = True
             await session.refresh_findings()
+            self._show_presets()  # the training wiring's preset, now that the slots are known
             return got.summary() + (f"; saved to {prof.source}" if prof.source else "")
 
         def done(summary: str | None) -> None:
