@@ -119,6 +119,17 @@ def test_doctor_without_data_says_the_trained_wiring_is_unknown_in_one_line(doct
     assert "--data GLOB [--data-slots B0,B1,..]" in line
 
 
+def test_a_profile_glob_that_cannot_be_read_is_a_line_not_an_exit(demo_world, tmp_path, monkeypatch, capsys):
+    """The profile's data_glob without slots is read to infer them; when it cannot be, the doctor goes on."""
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    path = _profile_file(demo_world, tmp_path)
+    path.write_text(path.read_text() + 'data_glob = "/nonexistent/hs_*.safetensors"\n')
+    assert cli.main(["doctor", "--local", "--profile", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "trained wiring unknown: the profile's data_glob cannot be read (the data pattern " in out
+    assert "steps-override" in out
+
+
 @pytest.mark.parametrize(("extra", "said"), [
     (("--data", "/nonexistent/data_*.pt"), "the data pattern /nonexistent/data_*.pt matches no files"),
     (("--data", "/nonexistent/data_*.pt", "--data-slots", "0,two"), "--data-slots: '0,two' is not"),
