@@ -51,3 +51,19 @@ def test_no_served_target_known_is_one_sentence(tmp_path, info):
     rc, _, err = info(_profile(tmp_path))
     assert rc == 2 and "needs --arch and --num-layers" in err and "target_path" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_with_no_release_named_the_served_servers_own_sglang_answers(demo_world, tmp_path, monkeypatch, capsys):
+    """The profile's launch command (a sim standing for SGLang 0.5.6): --local alone, no --sglang-version."""
+    draft = make_draft_dir(demo_world, tmp_path / "draft", layer_ids=[1, 5, 8])
+    argv = ["python", "-m", "eagle3_tui.sim.server", "--model-path", str(demo_world.target_dir),
+            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
+            "--sglang-version", "0.5.23", "--port", "1"]
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'[localhost]\nport = 1\nstate_dir = "{tmp_path / "state"}"\nlaunch_command = {json.dumps(argv)}\n')
+    monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
+    assert main(["sglang-info", "--local", "--profile", str(prof), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["version"], out["arch"], out["num_layers"], out["layer_ids"]) == ("0.5.23", "LlamaForCausalLM", 12,
+                                                                                 [1, 5, 8])
+    assert out["captures"] == [2, 6, 9] and out["source"] == "assumed from version 0.5.23"

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from eagle3_tui.session.probe import TargetInfo
     from eagle3_tui.sglang.installed import Answer, Arch, Read
 
+DEFAULT_PYTHON = "python3"
+
+
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "sglang-info",
@@ -39,7 +42,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--sglang-dir", metavar="DIR", help="an sglang package directory (e.g. a wheel unpacked)")
     p.add_argument("--sglang-version", metavar="V", help="no source: answer from the table for release V "
                                                          "(with --host/--local: for the served target)")
-    p.add_argument("--python", metavar="PY", default="python3", help="the host's Python that runs SGLang (--host/--local)")
+    p.add_argument("--python", metavar="PY", default=DEFAULT_PYTHON,
+                   help="the host's Python that runs SGLang (--host/--local; default: the running server's, else python3)")
     p.add_argument("--arch", metavar="ARCH", help="target architecture: llama, qwen3, qwen3_moe, deepseek_v3, "
                                                   "kimi_k25, glm4_moe, gpt_oss, llama4, ... or an HF name")
     p.add_argument("--num-layers", metavar="N", type=_positive, help="the target's num_hidden_layers")
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     def analyse(read: Read | None) -> Answer:
         return answer(read_release(read, version=args.sglang_version), arch, num_layers, ids)
 
-    got = evaluate(args, analyse)
+    got = _served_release(args, served, arch, num_layers, ids) or evaluate(args, analyse)
     if args.json:
         json.dump({**got.to_json(), "served_from": _served_from(served)}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -95,6 +99,18 @@ def run(args: argparse.Namespace) -> int:
         if served is not None:
             sys.stdout.write(f"  from the served configs: {', '.join(_served_from(served) or ['none read'])}\n")
     return 0
+
+
+def _served_release(args: argparse.Namespace, served: TargetInfo | None, arch: Arch, num_layers: int,
+                    ids: tuple[int, ...] | None) -> Answer | None:
+    """The running server's own SGLang (the session read it from the source the server imports), when no
+    other release was asked for (--sglang-dir, --sglang-version, --python) and the target is the served one."""
+    base = served.installed if served is not None else None
+    if base is None or args.sglang_dir or args.sglang_version or args.python != DEFAULT_PYTHON:
+        return None
+    if base.arch.architecture != arch.architecture or base.num_layers != num_layers:
+        return None
+    return base if base.layer_ids == ids else base.evaluate(ids)
 
 
 def _served_from(served: TargetInfo | None) -> list[str] | None:
