@@ -83,7 +83,13 @@ def run(args: argparse.Namespace) -> int:
     if (args.host or args.local) and (_wants_target(args) or _wants_ids(args)):
         import asyncio
 
-        served = asyncio.run(served_target(args))
+        try:
+            served = asyncio.run(served_target(args))
+        except UserError as err:
+            if _wants_target(args):
+                raise
+            print(f"eagle3-tui: warning: the served draft config was not read ({err}); no id key assumed "
+                  "(give --layer-ids)", file=sys.stderr)
     arch, num_layers = _target(args, served)
     ids = _draft_ids(args, served)
 
