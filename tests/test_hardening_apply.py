@@ -117,7 +117,9 @@ def test_apply_killed_locally(tmp_path, demo_world, point):
     _kill_then_recover(tmp_path, demo_world, point)
 
 
-@pytest.mark.parametrize("point", ["after-temp", "after-rename", "undo-done-mid"])
+# Over SSH the points that touch the host: before and after the rename. The undo record is local state,
+# so its points (undo-*) behave the same whatever the transport and run locally only.
+@pytest.mark.parametrize("point", ["after-temp", "after-rename"])
 def test_apply_killed_over_ssh(tmp_path, demo_world, sshd, point):
     _kill_then_recover(tmp_path, demo_world, point, ssh=sshd)
 

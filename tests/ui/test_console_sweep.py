@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
 from eagle3_tui.session.demo import attach_and_start, free_port, stop_and_close
+from eagle3_tui.session.presets import set_flags
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.app import Eagle3App
 from eagle3_tui.ui.commands import ConsoleCommands
@@ -35,6 +36,8 @@ GRID = [(3, 4, 8), (5, 1, 6), (3, 1, 4)]
 def sweep_app(demo_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Eagle3App]:
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
     profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
+    # one background request, not the demo's four: the CPU goes to the sweep's restarts and benchmarks
+    profile.launch_command = set_flags(profile.launch_command, {"sim-background-load": 1})
     yield make_app(
         Session(profile),
         lifecycle=Lifecycle(start=attach_and_start, on_exit=stop_and_close),
