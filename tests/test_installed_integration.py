@@ -164,7 +164,7 @@ async def test_sim_0_5_6_graphs_replay_the_default(sims: Any, tmp_path: Path, da
         assert session.facts.installed.source.startswith("assumed from version 0.5.6")
         names = {p.name: p for p in session.presets()}
         assert names["train-[:-1]"].layer_ids == TRAINED and names["train-[:-1]"].boundaries == (0, 2, 6)
-        assert names["disable-cuda-graph"].flags == {"--disable-cuda-graph": True}
+        assert names["disable-cuda-graph"].flags == {"disable-cuda-graph": True}
         plan = await session.plan_apply("train-[:-1]")
         assert plan.ok and any("decode under CUDA graphs replays" in w for w in plan.warnings)
         assert (await session.plan_apply("disable-cuda-graph")).after.rstrip().endswith("--disable-cuda-graph")

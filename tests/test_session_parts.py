@@ -19,6 +19,7 @@ from eagle3_tui.session.discovery import (
     relaunch_env,
 )
 from eagle3_tui.session.presets import (
+    NO_GRAPH_PRESET,
     NO_SPEC_PRESET,
     TRAIN_PRESET,
     all_presets,
@@ -86,6 +87,21 @@ def test_builtin_presets_and_boundaries():
     assert TRAIN_PRESET not in {p.name for p in builtin_presets(data_slots=None)}
     with pytest.raises(UserError, match="no preset named"):
         find_preset(pres, "nope")
+
+
+def test_the_disable_cuda_graph_preset_on_0_5_6_reads_and_applies_as_one_flag():
+    from eagle3_tui.sglang.installed import answer, lookup, read_release
+    from eagle3_tui.ui.format import fmt_flags
+
+    installed = answer(read_release(None, version="0.5.6"), lookup("Qwen3ForCausalLM"), 12, None)
+    cur = launch.parse_launch(SIM)
+    nograph = find_preset(builtin_presets(data_slots=(0, 2, 6, 9), current=cur, installed=installed),
+                          NO_GRAPH_PRESET)
+    assert fmt_flags(dict(nograph.flags)) == "--disable-cuda-graph"  # not "----disable-cuda-graph"
+    assert plan_flags(nograph, argv=SIM).after.split() == [*SIM, "--disable-cuda-graph"]
+    with_flag = launch.parse_launch([*SIM, "--disable-cuda-graph"])
+    assert NO_GRAPH_PRESET not in {p.name for p in builtin_presets(data_slots=(0, 2, 6, 9), current=with_flag,
+                                                                   installed=installed)}
 
 
 def test_plan_layers_valid_and_invalid():

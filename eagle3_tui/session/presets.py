@@ -105,7 +105,8 @@ def builtin_presets(
     if installed is not None and current is not None and not current.has_flag(DISABLE_CUDA_GRAPH):
         if installed.prefill_only or (train_ids is not None and installed.evaluate(train_ids).prefill_only):
             out.append(
-                Preset(NO_GRAPH_PRESET, "flags", flags={DISABLE_CUDA_GRAPH: True}, builtin=True,
+                # keyed without dashes, as every flag preset is (the Config pane and `presets` add them)
+                Preset(NO_GRAPH_PRESET, "flags", flags={DISABLE_CUDA_GRAPH.removeprefix("--"): True}, builtin=True,
                        description=f"SGLang {installed.version or '?'} captures the decode CUDA graphs before the "
                        "draft's ids: without graphs every step gets the ids (or upgrade to 0.5.11+)")
             )
