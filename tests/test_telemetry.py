@@ -241,3 +241,20 @@ def test_repeated_startup_warnings_stay_bounded_and_move_to_the_new_run() -> Non
     assert first.warnings == [] and first.end == first.start
     assert second.warnings == [(warning.message, 50_000)]  # type: ignore[union-attr]
     assert second.start == warning.timestamp  # type: ignore[union-attr]
+
+
+def test_summary_means_start_at_the_new_run_the_points_stay() -> None:
+    tel = Telemetry()
+    for i in range(5):
+        tel.ingest(parse_line(_decode(i, 1.3, 70.0)), t=100.0 + i)  # type: ignore[arg-type]
+    tel.new_run(110.0)  # a restart: the old server's five lines are not the new one's
+    s = tel.summary(window_s=60.0)
+    assert s.accept_len is None and s.gen_tps is None and s.window_lines == 0 and s.last["accept_len"] == 1.3
+    for i in range(2):
+        tel.ingest(parse_line(_decode(i, 1.8, 110.0)), t=111.0 + i)  # type: ignore[arg-type]
+    s = tel.summary(window_s=60.0)
+    assert s.accept_len == pytest.approx(1.8) and s.gen_tps == pytest.approx(110.0) and s.window_lines == 2
+    assert len(tel.series["accept_len"]) == 7  # the chart keeps both runs
+    tel.reset()
+    tel.ingest(parse_line(_decode(9, 2.0, 90.0)), t=50.0)  # type: ignore[arg-type]
+    assert tel.summary().accept_len == 2.0  # reset forgets the run start too

@@ -572,7 +572,9 @@ class Session:
             )
 
     def _on_launched(self, spec: LaunchSpec, pgid: int, reason: str) -> None:
-        self.telemetry.mark(time.time(), reason)
+        now = time.time()
+        self.telemetry.mark(now, reason)
+        self.telemetry.new_run(now)
         self._spec = spec
         self.store.save_launch(spec)
         self._update_served()

@@ -73,6 +73,28 @@ def speedup(tps: float | None, baseline_tps: float | None) -> float | None:
     return tps / baseline_tps
 
 
+def decode_line(ev: DecodeStats, num_steps: int | None) -> str:
+    """One decode stat as a line (`watch --no-ui`, the console's log pane for HTTP points): time, accept
+    length, both accept rates, tok/s, queue, and where it came from when that is not the log."""
+    t = time.strftime("%H:%M:%S", time.localtime(ev.timestamp or time.time()))
+    parts = [t]
+    if ev.accept_len is not None:
+        parts.append(f"accept len {ev.accept_len:5.2f}")
+        rate = tool_accept_rate(ev.accept_len, num_steps)
+        if rate is not None:
+            parts.append(f"per-draft-token {rate:5.1%}")
+    if ev.accept_rate is not None:
+        parts.append(f"sglang rate {ev.accept_rate:.2f}")
+    if ev.gen_throughput is not None:
+        parts.append(f"gen {ev.gen_throughput:7.2f} tok/s")
+    parts.append(f"running {ev.running_req if ev.running_req is not None else '?'}")
+    parts.append(f"queue {ev.queue_req if ev.queue_req is not None else '?'}")
+    source = ev.extra.get("source") if ev.extra else None
+    if source:
+        parts.append(f"(from {source})")
+    return "  ".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class RateGuess:
     """Which SGLang accept-rate definition fits the printed (accept len, accept rate) pairs."""
@@ -166,6 +188,8 @@ class Telemetry:
         self.num_steps: int | None = None
         self.baseline_tps: float | None = None
         self.decode_lines = 0
+        self.run_since: float | None = None
+        """When the server now running was launched (`new_run`): the summary's means start there."""
 
     def ingest(self, event: DecodeStats, t: float | None = None) -> None:
         """File one decode line under time `t` (default: its timestamp, else the wall clock)."""
@@ -194,20 +218,29 @@ class Telemetry:
         """Add a chart marker (the oldest goes when there are `max_markers`)."""
         self.markers.append(Marker(float(t), label))
 
+    def new_run(self, t: float) -> None:
+        """A server was launched at `t`: the summary's means begin there, so for a minute after a restart
+        the status bar and the doctor do not average the old server's numbers into the new one's (the
+        points stay for the charts)."""
+        self.run_since = float(t)
+
     def reset(self) -> None:
         """Forget all points and markers (settings stay)."""
         for ring in self.series.values():
             ring.clear()
         self.markers.clear()
         self.decode_lines = 0
+        self.run_since = None
 
     def last_time(self) -> float | None:
         newest = [r.last()[0] for r in self.series.values() if len(r)]  # type: ignore[index]
         return max(newest) if newest else None
 
     def summary(self, window_s: float = 60.0) -> MetricsSummary:
-        """Means over the newest `window_s` seconds of data and the last value of every series."""
+        """Means over the newest `window_s` seconds of data, none before `run_since`, and the last value of
+        every series."""
         last_t = self.last_time()
+        since = -math.inf if self.run_since is None else self.run_since
         means: dict[str, float | None] = {}
         last: dict[str, float | None] = {}
         window_lines = 0
@@ -217,7 +250,7 @@ class Telemetry:
             if last_t is None or not len(ring):
                 means[name] = None
                 continue
-            vals = [v for _, v in ring.window(last_t - window_s, None)]
+            vals = [v for _, v in ring.window(max(last_t - window_s, since), None)]
             means[name] = sum(vals) / len(vals) if vals else None
             if name == "gen_tps":
                 window_lines = max(window_lines, len(vals))
