@@ -199,25 +199,10 @@ def _server_json(session: Session) -> dict[str, Any]:
 
 
 def format_decode(ev: DecodeStats, telemetry: Telemetry) -> str:
-    """One line per decode stat: time, accept length, both accept rates, tok/s, queue."""
-    import time
+    """One line per decode stat (`telemetry.metrics.decode_line`, the console's HTTP lines use it too)."""
+    from eagle3_tui.telemetry.metrics import decode_line
 
-    from eagle3_tui.telemetry.metrics import tool_accept_rate
-
-    t = time.strftime("%H:%M:%S", time.localtime(ev.timestamp or time.time()))
-    parts = [t]
-    if ev.accept_len is not None:
-        parts.append(f"accept len {ev.accept_len:5.2f}")
-        rate = tool_accept_rate(ev.accept_len, telemetry.num_steps)
-        if rate is not None:
-            parts.append(f"per-draft-token {rate:5.1%}")
-    if ev.accept_rate is not None:
-        parts.append(f"sglang rate {ev.accept_rate:.2f}")
-    if ev.gen_throughput is not None:
-        parts.append(f"gen {ev.gen_throughput:7.2f} tok/s")
-    parts.append(f"running {ev.running_req if ev.running_req is not None else '?'}")
-    parts.append(f"queue {ev.queue_req if ev.queue_req is not None else '?'}")
-    return "  ".join(parts)
+    return decode_line(ev, telemetry.num_steps)
 
 
 async def _watch(session: Session, args: argparse.Namespace) -> int:
@@ -252,7 +237,7 @@ async def _watch(session: Session, args: argparse.Namespace) -> int:
                 if isinstance(e, DecodeStats):
                     line(format_decode(e, session.telemetry))
         elif isinstance(ev, HttpSample):
-            line(f"{format_decode(ev.stats, session.telemetry)}  (from {ev.source})")
+            line(format_decode(ev.stats, session.telemetry))
         elif isinstance(ev, Notice) and ev.severity != "information" and http is not None:
             print(f"eagle3-tui: {ev.severity}: {ev.message}", file=sys.stderr, flush=True)
 

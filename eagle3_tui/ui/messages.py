@@ -53,6 +53,12 @@ class FromSession:
             return isinstance(message, FromSession.StatsUpdated)
 
     @dataclass
+    class HttpSample(SessionMessage):
+        """A chart point read over HTTP (no log file): shown as a line in the log pane."""
+
+        event: ev.HttpSample
+
+    @dataclass
     class FindingsChanged(SessionMessage):
         event: ev.FindingsChanged
 
@@ -95,6 +101,7 @@ def event_messages() -> dict[type[Any], type[SessionMessage]]:
         s.ServerChanged: FromSession.ServerChanged,
         s.LogBatch: FromSession.LogBatch,
         s.StatsUpdated: FromSession.StatsUpdated,
+        s.HttpSample: FromSession.HttpSample,
         s.FindingsChanged: FromSession.FindingsChanged,
         s.RestartProgress: FromSession.RestartProgress,
         s.CheckProgress: FromSession.CheckProgress,

@@ -346,6 +346,16 @@ class MainScreen(Screen[None]):
     def _mark_charts(self, message: FromSession.StatsUpdated) -> None:
         self.live.mark_dirty()
 
+    @on(FromSession.HttpSample)
+    @while_mounted
+    def _log_http_sample(self, message: FromSession.HttpSample) -> None:
+        """No log file: each HTTP point is a line in the log pane, so the pane says what the charts draw."""
+        from eagle3_tui.telemetry.metrics import decode_line
+
+        session = self.session
+        steps = session.telemetry.num_steps if session is not None else None
+        self.log_pane.add_lines([decode_line(message.event.stats, steps)])
+
     @on(FromSession.FindingsChanged)
     @while_mounted
     def _show_findings(self, message: FromSession.FindingsChanged) -> None:
