@@ -113,7 +113,7 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
         pane_pid = session.server.pid
         await _charted(session, "/server_info")  # no --enable-metrics: the DP ranks' internal_states
         assert charts_text(session.server) == ("charts from /server_info (no log file: tmux pane); "
-                                               "restart --into-log writes a log file")
+                                               "R restarts it into a log file")
         with pytest.raises(UserError, match="restart --into-log"):
             await session.restart()
         with pytest.raises(UserError, match="restart --into-log"):

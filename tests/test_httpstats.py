@@ -156,11 +156,11 @@ async def test_a_failing_or_garbage_metrics_is_said_once_and_polling_goes_on() -
     assert [p for _, p in tel.series["gen_tps"]] == [50.0, 400.0]  # /server_info once (then unchanged), /metrics
     assert views.server.charts_from == "/metrics" and views.server.charts_note is None
     assert vm.charts_text(views.server) == ("charts from /metrics (no log file: tmux pane); "
-                                           "restart --into-log writes a log file")
+                                           "R restarts it into a log file")
     assert sum(isinstance(e, HttpSample) for e in heard) == 2 and any(isinstance(e, StatsUpdated) for e in heard)
     await charts.poll(FakeClient([(500, "x")]), INFO, why)  # type: ignore[arg-type]
     assert vm.charts_text(views.server) == ("charts from /server_info (no log file: tmux pane); /metrics answered "
-                                           "HTTP 500; restart --into-log writes a log file")
+                                           "HTTP 500; R restarts it into a log file")
     assert "$warning" in " ".join(vm.status_parts(_snap(views, tel), now=0.0).bottom)
 
 
@@ -233,7 +233,7 @@ async def test_a_piped_server_is_charted_from_metrics(piped_sim: dict[str, Any],
         assert summary.accept_len is not None and 1.0 <= summary.accept_len <= 4.0  # 3 steps: at most 4
         assert summary.gen_tps is not None and summary.gen_tps > 0
         text = vm.charts_text(session.server)
-        assert text == "charts from /metrics (no log file: output into a pipe); restart --into-log writes a log file"
+        assert text == "charts from /metrics (no log file: output into a pipe); R restarts it into a log file"
         assert any(text in seg for seg in vm.status_parts(vm.snapshot_of(session), now=time.time()).bottom)
 
 

@@ -180,7 +180,7 @@ def charts_text(server: ServerView) -> str | None:
     if server.charts_note:
         text += f"; {server.charts_note}"
     if server.charts_offer_log:
-        text += "; restart --into-log writes a log file"
+        text += "; R restarts it into a log file"
     return text
 
 

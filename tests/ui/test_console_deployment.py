@@ -54,3 +54,35 @@ async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
         session.deployment = NODE1
         assert main.check_action("restart", ()) is None
         assert "this is node 1 of 2" in (main.refused("restart") or "")
+
+
+PANE = Deployment("pane", pid=4242, terminal="tmux")
+
+
+async def test_restart_of_a_pane_server_is_offered_into_a_log_file(tmp_path):
+    session, _ = recorded_session(tmp_path)
+    calls: list[bool] = []
+
+    async def restart(*, into_log: bool = False) -> None:
+        # The recorded session has no server to relaunch (tests/test_deploy_pane.py runs the real
+        # restart into a log); here only what the console asks of the session is under test.
+        calls.append(into_log)
+
+    session.restart = restart  # type: ignore[method-assign]
+    app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=tmp_path / "s")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
+        session.deployment = PANE
+        assert app.main.check_action("restart", ()) is None  # a plain restart would leave the pane
+        await pilot.press("R")
+        await pilot.pause()
+        modal = app.screen
+        assert modal is not app.screen_stack[0], "the into-log restart is offered"
+        question = str(modal.query_one("#confirm-question").render())
+        assert question.startswith("tmux pane: the server runs in a terminal pane") and "logging to a file" in question
+        await pilot.press("y")
+        for _ in range(50):
+            if calls:
+                break
+            await pilot.pause(0.05)
+        assert calls == [True]

@@ -491,14 +491,31 @@ class MainScreen(Screen[None]):
             why = self.refused(binding.action)
             if why is not None:
                 event.stop()
-                self.notify(why, severity="warning", timeout=10)
+                self._say_refused(binding.action, why)
                 return
+
+    def _say_refused(self, action: str, why: str) -> None:
+        """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""
+        session = self.session
+        if action != "restart" or session is None or session.deployment.kind not in ("pane", "pipe"):
+            self.notify(why, severity="warning", timeout=10)
+            return
+        if self._restarting():
+            return
+
+        def go(yes: bool | None) -> None:
+            if yes:
+                self.jobs.run("restart", session.restart(into_log=True), "restart", done="server restarted into a log file")
+
+        question = (f"{why}.\n\nRestart it now, detached, logging to a file the console follows? "
+                    "Requests in flight will fail.")
+        self.app.push_screen(_confirm(question, yes="Restart into a log file"), go)
 
     def run_key(self, key: Key) -> None:
         """Run a key's action on the node that owns it, with that node's tab shown (the palette)."""
         why = self.refused(key.binding.action)
         if why is not None:
-            self.notify(why, severity="warning", timeout=10)
+            self._say_refused(key.binding.action, why)
             return
         owner = key.owner
         node: DOMNode
