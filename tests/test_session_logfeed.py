@@ -137,3 +137,21 @@ def test_a_recorded_log_without_a_host(tmp_path: Path) -> None:
     times = p.telemetry.series["gen_tps"].times()
     assert times[-1] - times[0] == pytest.approx(4.0), "filed under the log's own timestamps"
     assert p.feed.recent(2) == [decode(3).rstrip("\n"), decode(4).rstrip("\n")]
+
+
+def test_a_new_launchs_log_forgets_the_old_runs_warnings(tmp_path: Path) -> None:
+    """steps 1 with 16 draft tokens logs SGLang's 'adjusted' warning; the steps 15 server that follows does
+    not, and the doctor must not keep citing the old run's line."""
+    warn = ("[2025-12-09 10:00:00] speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+            "speculative_eagle_topk == 1")
+    p = Parts(LocalHost())
+    p.feed.ingest_now([warn, "[2025-12-09 10:00:01] server_args=ServerArgs(model_path='/m', port=1)"])
+    assert len(p.feed.warnings) == 1 and p.feed.server_args
+
+    async def relaunch() -> None:
+        (tmp_path / "server.log").write_text("")
+        p.feed.start(str(tmp_path / "server.log"), start="begin", fresh=True)
+        await p.feed.close()
+
+    asyncio.run(relaunch())
+    assert not p.feed.warnings and not p.feed.server_args

@@ -86,8 +86,9 @@ class LogFeed:
     def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0, fresh: bool = False) -> None:
         """Follow `path` (a no-op when it is already followed, unless `fresh`).
 
-        `fresh`: drop the current follow and any failure held for its traceback, so that nothing
-        read from the previous file can reach the run state after this call (a new launch's log).
+        `fresh`: drop the current follow, any failure held for its traceback and the warnings and start
+        line read, so that nothing read from the previous file can reach the run state or the doctor
+        after this call (a new launch's log).
         """
         if self._task is not None and self._path == path and not self._task.done() and not fresh:
             return
@@ -97,6 +98,8 @@ class LogFeed:
             with self._reader_lock:
                 self._reader = LogReader()
             self._pending_since = None
+            self.warnings.clear()
+            self.server_args = {}
         self._path = path
         self._task = asyncio.ensure_future(self._follow(path, start, last_lines))
 
