@@ -468,3 +468,31 @@ def test_pathological_lines_are_quick_and_safe(text: str) -> None:
     r.feed(CRASH[0])
     out = r.feed(text) + r.flush()
     assert any(isinstance(e, Failure) and e.kind == "scheduler-exception" for e in out)
+
+
+# Texts from SGLang's own source: 0.5.6/0.5.23 configs/model_config.py `_derive_context_length`,
+# 0.5.6 managers/scheduler_runtime_checker_mixin.py and 0.5.23 utils/watchdog.py.
+CONTEXT_WARNING = (
+    "Warning: Target model's context_length (40960) is greater than the derived context_length (2048). "
+    "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may "
+    "differ from max_position_embeddings in the model's config."
+)
+
+
+def test_the_context_length_warning_of_every_eagle3_start_is_a_warning_not_a_cuda_error():
+    ev = parse_line(f"[2026-12-01 10:00:00] {CONTEXT_WARNING}")
+    assert isinstance(ev, ServerWarning) and "context_length (40960)" in ev.message
+    refused = parse_line(f"ValueError: {CONTEXT_WARNING} To allow overriding this maximum, set the env var "
+                         "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    assert isinstance(refused, Failure) and refused.kind == "context-length"
+    real = parse_line("[2026-12-01 10:00:00 TP0] CUDA error: an illegal memory access was encountered")
+    assert isinstance(real, Failure) and real.kind == "cuda-error"
+
+
+def test_watchdog_timeouts_are_named_before_the_sigquit_they_cause():
+    old = parse_line("[2026-12-01 10:00:00 TP0] Watchdog timeout (self.watchdog_timeout=300)")
+    new = parse_line("[2026-12-01 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+    assert isinstance(old, Failure) and isinstance(new, Failure)
+    assert old.kind == new.kind == "watchdog-timeout"
+    help_text = parse_line("  --watchdog-timeout WATCHDOG_TIMEOUT  Set watchdog timeout in seconds.")
+    assert not isinstance(help_text, Failure)

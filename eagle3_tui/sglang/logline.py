@@ -125,8 +125,8 @@ class ServerArgs:
 class Failure:
     """A crash or fatal error, with the traceback lines that followed it (when read by LogReader).
 
-    `kind` is one of: scheduler-exception, sigquit, init-failed, health-check, cuda-error, oom,
-    segfault, traceback (a bare traceback with no failure line before it).
+    `kind` is one of: scheduler-exception, watchdog-timeout, sigquit, context-length, init-failed,
+    health-check, cuda-error, oom, segfault, traceback (a bare traceback with no failure line before it).
     """
 
     timestamp: float | None
@@ -407,7 +407,13 @@ _READY = "The server is fired up and ready to roll!"
 # (needle, kind), first match wins: the specific SGLang failure lines before the generic ones.
 _FAILURES: tuple[tuple[str, str], ...] = (
     ("Scheduler hit an exception", "scheduler-exception"),
+    # 0.5.6 scheduler_runtime_checker_mixin.py: "Watchdog timeout (self.watchdog_timeout=300)";
+    # 0.5.23 utils/watchdog.py: "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)".
+    # It SIGQUITs the parent 5 s later, so it comes before the sigquit line that follows it.
+    ("atchdog timeout (self.watchdog_timeout=", "watchdog-timeout"),
     ("Received sigquit from a child process", "sigquit"),
+    # model_config.py `_derive_context_length` raising (0.5.6, 0.5.23): the refusal, not a CUDA error
+    ("To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "context-length"),
     ("Initialization failed", "init-failed"),
     ("Health check failed", "health-check"),
     ("illegal memory access", "cuda-error"),
@@ -419,6 +425,10 @@ _FAILURES: tuple[tuple[str, str], ...] = (
     ("Fatal Python error", "segfault"),
     ("Traceback (most recent call last)", "traceback"),
 )
+# The same model_config.py text logged as a warning when SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is
+# set, as it is on most EAGLE-3 starts (the draft takes the target's context length): it names
+# "CUDA errors" but is no failure.
+_CONTEXT_LEN_WARNING = "This may lead to incorrect model outputs or CUDA errors"
 # SGLang's `logger.warning(...)` lines carry no level in its default format, so the speculative
 # decoding warnings of research/sglang.md §1.9 are recognised by their text.
 _WARNING_TEXTS: tuple[str, ...] = (
@@ -533,7 +543,7 @@ def _parse(text: str) -> LogEvent:
     if sa is not None:
         return _server_args(text, sa)
     for needle, kind in _FAILURES:
-        if needle in text:
+        if needle in text and (kind != "cuda-error" or _CONTEXT_LEN_WARNING not in text):
             ts, msg = _message(text)
             return Failure(timestamp=ts, kind=kind, message=msg, traceback=(), line=text)
     if (
