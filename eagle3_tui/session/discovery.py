@@ -27,6 +27,7 @@ from eagle3_tui.session.deployment import (
     json_log_default,
     nodes_of,
 )
+from eagle3_tui.session.hfcache import hub_cache_dir
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
 
 if TYPE_CHECKING:
@@ -88,12 +89,15 @@ class LaunchSpec:
     bind_host: str = "127.0.0.1"
     owner: str | None = None
     """Who restarts it when not this console: "docker:<id>", "podman:<id>", "pod:<id>", "systemd:<unit>"."""
+    hf_cache: str | None = None
+    """The server's Hugging Face hub cache, from its whole environment (repo-id model paths resolve there)."""
 
     def to_json(self, *, keep_secrets: bool = False) -> str:
         d = asdict(self)
         d["argv"] = list(self.argv)
-        if self.owner is None:
-            del d["owner"]
+        for name in ("owner", "hf_cache"):
+            if d[name] is None:
+                del d[name]
         if not keep_secrets:
             d["env"] = {k: v for k, v in self.env.items() if not is_secret_name(k)}
         return json.dumps(d, indent=2)
@@ -108,12 +112,13 @@ class LaunchSpec:
             port=int(d.get("port") or DEFAULT_PORT),
             bind_host=str(d.get("bind_host") or "127.0.0.1"),
             owner=str(d["owner"]) if d.get("owner") else None,
+            hf_cache=str(d["hf_cache"]) if d.get("hf_cache") else None,
         )
 
     def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
         """The same cwd, env, log and owner with another command (its port and bind host re-read)."""
         spec = LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
-        return replace(spec, owner=self.owner)
+        return replace(spec, owner=self.owner, hf_cache=self.hf_cache)
 
     @classmethod
     def from_argv(
@@ -140,10 +145,13 @@ class ServerProcess:
     port: int
     kind: str
     deployment: Deployment = field(default_factory=Deployment)
+    hf_cache: str | None = None
+    note: str = ""
+    """One sentence when `argv` is not the process's own (its command line could not be read as a launch)."""
 
     def spec(self) -> LaunchSpec:
         spec = LaunchSpec.from_argv(self.argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
-        return replace(spec, owner=self.deployment.owner)
+        return replace(spec, owner=self.deployment.owner, hf_cache=self.hf_cache)
 
     @property
     def label(self) -> str:
@@ -163,6 +171,41 @@ def group_servers(procs: Sequence[ProcessInfo]) -> list[ProcessInfo]:
         if cur is None or (p.pid == p.pgid) or (cur.pid != cur.pgid and p.pid < cur.pid):
             groups[p.pgid] = p
     return sorted(groups.values(), key=lambda p: p.pid)
+
+
+# SGLang's children rename themselves (setproctitle), so their /proc/<pid>/cmdline is the title alone:
+# `sglang::scheduler_TP0`, `sglang::detokenizer`, `sglang::data_parallel_controller`,
+# `sglang::tokenizer_worker:<pid>`, `sglang::detokenizer_router` (srt/managers/scheduler.py,
+# detokenizer_manager.py, data_parallel_controller.py, multi_tokenizer_mixin.py in 0.4.9, 0.5.6, 0.5.12,
+# 0.5.23). The main process (HTTP server and tokenizer manager) is never renamed in those releases, and
+# the children are spawned (`mp.set_start_method("spawn")`, srt/entrypoints/engine.py) into its group.
+SGLANG_TITLE_PREFIX = "sglang::"
+
+
+def sglang_title(argv: Sequence[str]) -> str | None:
+    """The SGLang process title a renamed child shows as its command line, else None."""
+    first = argv[0].strip() if argv else ""
+    return first.split()[0] if first.startswith(SGLANG_TITLE_PREFIX) else None
+
+
+def titled_groups(procs: Sequence[ProcessInfo]) -> list[tuple[ProcessInfo, str]]:
+    """Process groups where SGLang's renamed children run but no member runs a launch command (a wrapper
+    script, the Python API): each group's leader (else its oldest untitled member, else its oldest)
+    with one child's title."""
+    launched = {p.pgid for p in group_servers(procs)}
+    members: dict[int, list[ProcessInfo]] = {}
+    for p in procs:
+        if p.pgid not in launched:
+            members.setdefault(p.pgid, []).append(p)
+    out: list[tuple[ProcessInfo, str]] = []
+    for pgid, group in members.items():
+        titles = sorted(t for p in group if (t := sglang_title(p.argv)) is not None)
+        if not titles:
+            continue
+        untitled = [p for p in group if sglang_title(p.argv) is None]
+        leader = next((p for p in group if p.pid == pgid), None) or min(untitled or group, key=lambda p: p.pid)
+        out.append((leader, titles[0]))
+    return sorted(out, key=lambda lt: lt[0].pid)
 
 
 async def _read_environ(host: Host, pid: int) -> dict[str, str]:
@@ -249,36 +292,67 @@ async def _cwd(host: Host, pid: int) -> str | None:
     return out if res.exit_code == 0 and out.startswith("/") else None
 
 
-async def discover_servers(host: Host, *, log_path: str | None = None) -> list[ServerProcess]:
-    """All servers on the host, oldest pid first. `log_path` (the profile's) wins over /proc."""
+@dataclass(frozen=True)
+class Discovery:
+    """The servers found, and one sentence for each SGLang process group that could not be used."""
+
+    servers: list[ServerProcess]
+    notes: list[str] = field(default_factory=list)
+
+
+def _recovered_argv(
+    leader: ProcessInfo, title: str, launch_command: Sequence[str] | None
+) -> tuple[tuple[str, ...] | None, str]:
+    """The launch args of a group known only by its children's titles: the profile's command, or None,
+    with the sentence that says so."""
+    shown = " ".join(leader.argv[:4]) + (" ..." if len(leader.argv) > 4 else "")
+    head = (f"pid {leader.pid} runs SGLang (its children are titled {title}) but its command line {shown!r} "
+            "is not an SGLang launch command, so the server's launch args cannot be read")
+    if launch_command:
+        with contextlib.suppress(UserError):
+            parse_launch(launch_command)
+            return tuple(launch_command), f"{head}: using the profile's launch_command"
+    return None, f"{head}: set launch_command in the profile"
+
+
+async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str | None, note: str) -> ServerProcess:
+    args = parse_launch(argv)
+    cwd = p.cwd or await _cwd(host, p.pid)
+    environ = await _read_environ(host, p.pid)
+    dep = await detect_deployment(host, p.pid, environ, await _stdout_target(host, p.pid))
+    nodes, rank, head = nodes_of(args.flag_value)
+    dep = replace(dep, log=log_path or dep.log, nodes=nodes, node_rank=rank, dist_init=head)
+    return ServerProcess(pid=p.pid, pgid=p.pgid, start_time=p.start_time, argv=tuple(argv), cwd=cwd,
+                         env=relaunch_env(environ), log_path=dep.log, port=args.port or DEFAULT_PORT,
+                         kind=args.kind, deployment=dep, hf_cache=hub_cache_dir(environ), note=note)
+
+
+async def discover(
+    host: Host, *, log_path: str | None = None, launch_command: Sequence[str] | None = None
+) -> Discovery:
+    """All servers on the host, oldest pid first. `log_path` (the profile's) wins over /proc; the
+    profile's `launch_command` stands for a server whose own command line is not a launch command
+    (only its children's SGLang titles show it is one)."""
     procs = await host.processes()
     out: list[ServerProcess] = []
+    notes: list[str] = []
     for p in group_servers(procs):
-        try:
-            args = parse_launch(p.argv)
-        except Exception:
+        with contextlib.suppress(Exception):
+            out.append(await _server(host, p, p.argv, log_path, ""))
+    for leader, title in titled_groups(procs):
+        argv, note = _recovered_argv(leader, title, launch_command)
+        if argv is None:
+            notes.append(note)
             continue
-        cwd = p.cwd or await _cwd(host, p.pid)
-        environ = await _read_environ(host, p.pid)
-        dep = await detect_deployment(host, p.pid, environ, await _stdout_target(host, p.pid))
-        log = log_path or dep.log
-        nodes, rank, head = nodes_of(args.flag_value)
-        dep = replace(dep, log=log, nodes=nodes, node_rank=rank, dist_init=head)
-        out.append(
-            ServerProcess(
-                pid=p.pid,
-                pgid=p.pgid,
-                start_time=p.start_time,
-                argv=tuple(p.argv),
-                cwd=cwd,
-                env=relaunch_env(environ),
-                log_path=log,
-                port=args.port or DEFAULT_PORT,
-                kind=args.kind,
-                deployment=dep,
-            )
-        )
-    return out
+        with contextlib.suppress(Exception):
+            out.append(await _server(host, leader, argv, log_path, note))
+    return Discovery(sorted(out, key=lambda s: s.pid), notes)
+
+
+async def discover_servers(host: Host, *, log_path: str | None = None) -> list[ServerProcess]:
+    """All servers on the host whose own command line is a launch command, oldest pid first."""
+    found = await discover(host, log_path=log_path)
+    return [s for s in found.servers if not s.note]
 
 
 def rotated_name(path: str, stamp: str) -> str:

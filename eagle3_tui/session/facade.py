@@ -39,7 +39,7 @@ from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.discovery import (
     LaunchSpec,
     ServerProcess,
-    discover_servers,
+    discover,
     pick_server,
     spec_from_profile,
     wanted_port,
@@ -288,9 +288,14 @@ class Session:
 
     async def refresh_servers(self) -> list[ServerProcess]:
         """Look at the process table again; pick the profile's port, or the only server."""
-        self.servers = await discover_servers(self.host, log_path=self.profile.log_path)
+        found = await discover(self.host, log_path=self.profile.log_path, launch_command=self.profile.launch_command)
+        self.servers = found.servers
+        for note in found.notes:  # SGLang runs, but its launch args cannot be read (see `discovery.titled_groups`)
+            self.views.notice(note, "warning")
         want = wanted_port(self.profile)
         chosen = pick_server(self.servers, want)
+        if chosen is not None and chosen.note:
+            self.views.notice(chosen.note, "warning")
         if chosen is None and want is None and len(self.servers) > 1:
             self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self.servers)
                               + "): pick one (or set the port in the profile)", "warning")
@@ -650,7 +655,7 @@ class Session:
         t = self.target
         launched = parse_argv(self._spec.argv) if self._spec is not None else None
         return CheckDefaults(
-            draft_dir=self.profile.draft_path or (launched.draft_model_path if launched else None),
+            draft_dir=self.profile.draft_path or t.checkpoint_path or (launched.draft_model_path if launched else None),
             data_glob=self.profile.data_glob, data_slots=self.profile.data_slots, steps=self.server.steps,
             num_layers=t.num_layers, python=self.profile.remote_python,
             target=str(Path(t.target_config_path).parent) if t.target_config_path else self.profile.target_path,

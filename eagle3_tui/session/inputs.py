@@ -93,9 +93,16 @@ async def _data(host: Host, data_glob: str) -> Finding | None:
                     "Set data_glob in the profile to the training data's hidden-state files.")
 
 
+def _not_cached(sentence: str) -> Finding:
+    return Finding("model-path-not-cached", "warning", "a launch-command model path is a Hugging Face repo id "
+                   "that is not in the host's cache", [Evidence("launch command", sentence)],
+                   "Give draft_path / target_path in the profile (the local directory the server loads).")
+
+
 async def input_findings(host: Host, target: TargetInfo, profile: Profile, draft_dir: str | None) -> list[Finding]:
-    """Findings for each input that could not be read: draft config, checkpoint, training data."""
-    out: list[Finding | None] = []
+    """Findings for each input that could not be read: a repo-id model path not in the host's cache,
+    draft config, checkpoint, training data."""
+    out: list[Finding | None] = [_not_cached(s) for s in target.unresolved]
     if draft_dir:
         out.append(await _draft_config(host, draft_dir))
         out.append(await _checkpoint(host, draft_dir, target))

@@ -14,10 +14,11 @@ import contextlib
 import json
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class TargetInfo:
     installed_fallback: bool = True
     """Whether `/server_info`'s version may stand in when `installed` is None (not for a sim that models
     no release: it runs without CUDA graphs and has its own embed-capture flag)."""
+    unresolved: list[str] = field(default_factory=list)
+    """One sentence per launch-command model path that could not be found (a repo id not in the cache)."""
 
 # Prints one JSON line per safetensors file of a draft dir: name, size, the first 8 + n bytes (base64).
 _HEADERS = r"""
@@ -205,9 +208,7 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
     if spec is not None:
         with contextlib.suppress(UserError):
             args = launch.parse_launch(spec.argv)
-    cwd = spec.cwd if spec else None
-    draft_dir = _resolve((args.draft_model_path if args else None) or profile.draft_path, cwd)
-    model_dir = _resolve((args.model_path if args else None) or profile.target_path, cwd)
+    draft_dir, model_dir = await _model_dirs(host, spec, args, profile, t)
     if draft_dir:
         path = posixpath.join(draft_dir, "config.json")
         with contextlib.suppress(UserError):
@@ -231,6 +232,43 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         else:
             t.embed_capture, t.embed_capture_source = await embed_capture_support(host, spec, profile, t.arch)
     return t
+
+
+async def _hub_cache(host: Host, spec: LaunchSpec) -> str:
+    """The server's hub cache (discovery read it from the server's environment), else the one its
+    launch env gives, `~` as the host's HOME."""
+    if spec.hf_cache:
+        return spec.hf_cache
+    cache = hub_cache_dir(spec.env)
+    if cache.startswith("~"):
+        with contextlib.suppress(UserError):
+            res = await host.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=10)
+            if res.exit_code == 0 and res.stdout.startswith("/"):
+                cache = hub_cache_dir({**spec.env, "HOME": res.stdout})
+    return cache
+
+
+async def _model_dirs(
+    host: Host, spec: LaunchSpec | None, args: launch.LaunchArgs | None, profile: Profile, t: TargetInfo
+) -> tuple[str | None, str | None]:
+    """The draft and target directories: the launch command's paths (a Hugging Face repo id through the
+    server's hub cache), else the profile's. An id not in the cache leaves its sentence in `t.unresolved`."""
+    cwd = spec.cwd if spec else None
+    found: list[str | None] = []
+    for role, given, revision_flag, fallback in (
+        ("draft", args.draft_model_path if args else None, "--speculative-draft-model-revision", profile.draft_path),
+        ("target", args.model_path if args else None, "--revision", profile.target_path),
+    ):
+        path = _resolve(fallback, cwd)
+        if given and spec is not None and args is not None:
+            cache = await _hub_cache(host, spec) if repo_id_of(given) else ""
+            got = await resolve_model_path(host, given, cwd=cwd, cache=cache, role=role,
+                                           revision=args.flag_value(revision_flag))
+            if got.problem is not None and path is None:
+                t.unresolved.append(got.problem)
+            path = got.path or path
+        found.append(path)
+    return found[0], found[1]
 
 
 def _sim_arch(args: launch.LaunchArgs, t: TargetInfo) -> None:
