@@ -60,7 +60,7 @@ def test_titles_and_the_groups_they_mark():
 
 def _start_wrapper(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen([sys.executable, "-c", _WRAPPER], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     assert proc.stdout is not None
     child, word = proc.stdout.readline().split()
     assert word == "titled"
@@ -73,6 +73,9 @@ async def test_a_real_renamed_child_marks_the_server(tmp_path):
     try:
         # setproctitle overwrites the argv memory: the kernel's cmdline is the title alone.
         assert Path(f"/proc/{child}/cmdline").read_bytes().rstrip(b"\0") == b"sglang::scheduler_TP0"
+        # ... and, having moved the environment to make room, leaves the kernel's environ zeroed:
+        # the environment is read from the untitled main process.
+        assert b"HF_HOME=" not in Path(f"/proc/{child}/environ").read_bytes()
         t0 = time.monotonic()
         bare = await discover(host)
         mine = [n for n in bare.notes if f"pid {proc.pid} " in n]
@@ -87,7 +90,7 @@ async def test_a_real_renamed_child_marks_the_server(tmp_path):
         server = next(s for s in found.servers if s.pid == proc.pid)
         assert server.argv == tuple(LAUNCH) and server.port == 31234 and server.cwd == str(tmp_path)
         assert server.note.endswith("cannot be read: using the profile's launch_command")
-        assert server.hf_cache and server.hf_cache.endswith("/hub")
+        assert server.hf_cache == str(tmp_path / "hf" / "hub") and server.env["HF_HOME"] == str(tmp_path / "hf")
         assert all(s.pid != proc.pid for s in await discover_servers(host))  # restarts' look-ups: own argv only
         assert time.monotonic() - t0 < 3
     finally:

@@ -179,6 +179,8 @@ def group_servers(procs: Sequence[ProcessInfo]) -> list[ProcessInfo]:
 # detokenizer_manager.py, data_parallel_controller.py, multi_tokenizer_mixin.py in 0.4.9, 0.5.6, 0.5.12,
 # 0.5.23). The main process (HTTP server and tokenizer manager) is never renamed in those releases, and
 # the children are spawned (`mp.set_start_method("spawn")`, srt/entrypoints/engine.py) into its group.
+# setproctitle also zeroes a renamed process's /proc/<pid>/environ (it moves the environment to make room
+# for the title), so the environment is read from an untitled member: the main process.
 SGLANG_TITLE_PREFIX = "sglang::"
 
 
@@ -190,8 +192,8 @@ def sglang_title(argv: Sequence[str]) -> str | None:
 
 def titled_groups(procs: Sequence[ProcessInfo]) -> list[tuple[ProcessInfo, str]]:
     """Process groups where SGLang's renamed children run but no member runs a launch command (a wrapper
-    script, the Python API): each group's leader (else its oldest untitled member, else its oldest)
-    with one child's title."""
+    script, the Python API): each group's untitled leader (else its oldest untitled member, else its
+    oldest) with one child's title."""
     launched = {p.pgid for p in group_servers(procs)}
     members: dict[int, list[ProcessInfo]] = {}
     for p in procs:
@@ -202,8 +204,8 @@ def titled_groups(procs: Sequence[ProcessInfo]) -> list[tuple[ProcessInfo, str]]
         titles = sorted(t for p in group if (t := sglang_title(p.argv)) is not None)
         if not titles:
             continue
-        untitled = [p for p in group if sglang_title(p.argv) is None]
-        leader = next((p for p in group if p.pid == pgid), None) or min(untitled or group, key=lambda p: p.pid)
+        candidates = [p for p in group if sglang_title(p.argv) is None] or group
+        leader = next((p for p in candidates if p.pid == pgid), None) or min(candidates, key=lambda p: p.pid)
         out.append((leader, titles[0]))
     return sorted(out, key=lambda lt: lt[0].pid)
 
