@@ -53,6 +53,18 @@ def test_no_served_target_known_is_one_sentence(tmp_path, info):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_target_repo_id_not_in_the_hosts_hub_cache_is_named(tmp_path, info, monkeypatch):
+    cache = tmp_path / "hub"
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'[localhost]\nport = 1\nstate_dir = "{tmp_path / "state"}"\n'
+                    f'launch_command = "sglang serve Qwen/NoSuchModel --port 1"\n'
+                    f'launch_env = {{ HF_HUB_CACHE = "{cache}" }}\n')
+    rc, _, err = info(str(prof))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert (f"target Qwen/NoSuchModel is a Hugging Face repo id not in the host's cache ({cache}): "
+            "give target_path in the profile") in err
+
+
 def test_with_no_release_named_the_served_servers_own_sglang_answers(demo_world, tmp_path, monkeypatch, capsys):
     """The profile's launch command (a sim standing for SGLang 0.5.6): --local alone, no --sglang-version."""
     draft = make_draft_dir(demo_world, tmp_path / "draft", layer_ids=[1, 5, 8])

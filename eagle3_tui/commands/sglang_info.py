@@ -174,6 +174,8 @@ def _target(args: argparse.Namespace, served: TargetInfo | None = None) -> tuple
     if args.arch is None or args.num_layers is None:
         where = "" if served is None else (f" (no server on {args.host or 'this machine'} names a readable target "
                                            "config, and neither does the profile's target_path)")
+        if served is not None and served.unresolved:  # a repo id not in the host's hub cache
+            where = f" ({'; '.join(served.unresolved)})"
         raise UserError("sglang-info needs --arch and --num-layers, or --target-config, or --host/--local for "
                         f"the served target's{where}")
     return lookup(args.arch), args.num_layers
