@@ -57,8 +57,8 @@ def test_hub_cache_dir_follows_the_servers_environment(env, want):
     assert hub_cache_dir(env) == want
 
 
-async def test_refs_main_wins_then_newest_snapshot_then_one_sentence(tmp_path):
-    host = LocalHost()
+async def test_refs_main_wins_then_newest_snapshot_then_one_sentence(tmp_path, any_host):
+    host = any_host  # LocalHost and SSHHost (sftp's glob and stat) alike
     cache = tmp_path / "hub"
     folder = fake_repo(cache, "org/eagle3-draft", ref=OLD)  # refs/main names the older snapshot
     got = await resolve_model_path(host, "org/eagle3-draft", cwd=str(tmp_path), cache=str(cache), role="draft")
