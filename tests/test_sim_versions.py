@@ -109,3 +109,30 @@ def test_api_key(sim_server: Any) -> None:
     assert _generate(srv.base_url, "s3cret")["meta_info"]["completion_tokens"] > 0
     info = urllib.request.Request(srv.base_url + "/server_info", headers={"Authorization": "Bearer s3cret"})
     assert "api_key" not in json.loads(urllib.request.urlopen(info, timeout=30).read())
+
+
+def test_accept_rate_and_decode_line_form_by_release() -> None:
+    """`accept rate` as each release prints it (0.5.6 scheduler_metrics_mixin.py: bonus included; 0.5.12+
+    observability/scheduler_metrics_mixin.py: correct drafts over draft tokens - 1), read back by the
+    console's definition guess; 0.4.x prints no rate (the 0.4.6 line form)."""
+    from types import SimpleNamespace
+
+    from eagle3_tui.sim.flags import log_style
+    from eagle3_tui.sim.scheduler import printed_accept_rate
+    from eagle3_tui.telemetry.metrics import guess_rate_definition
+
+    def args(version: str) -> Any:
+        return SimpleNamespace(speculative_num_steps=3, speculative_num_draft_tokens=4, sglang_version=version)
+
+    forwards = 100
+    for version, definition in (("0.5.6", "bonus-included"), ("0.5.12", "bonus-excluded"), ("0.5.23", "bonus-excluded")):
+        pairs = [(accepted / forwards, printed_accept_rate(args(version), accepted, forwards))
+                 for accepted in (150, 210, 270, 330)]
+        guess = guess_rate_definition(pairs, num_draft_tokens=4)
+        assert guess is not None and guess.definition == definition, (version, pairs, guess)
+        assert printed_accept_rate(args(version), 0, 0) == 0.0
+    parse = build_parser().parse_args
+    assert log_style(parse(["--model-path", "/m", "--sglang-version", "0.4.9"])) == "0.4.6"
+    assert log_style(parse(["--model-path", "/m", "--sglang-version", "0.5.23"])) == "0.5.6"
+    assert log_style(parse(["--model-path", "/m"])) == "0.5.6"
+    assert log_style(parse(["--model-path", "/m", "--sglang-version", "0.4.9", "--sim-log-style", "0.5.6"])) == "0.5.6"

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, STYLES
 from eagle3_tui.sim.release import SIM_ARCHS
 
@@ -61,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sim-embed-capture-patch", action="store_true", help="the seeds' patch: layer id -1 = embedding"
     )
     p.add_argument("--sim-background-load", type=int, default=0, metavar="N", help="keep N requests running")
-    p.add_argument("--sim-log-style", default="0.5.6", choices=[*STYLES, *STYLE_ALIASES])
+    p.add_argument("--sim-log-style", default=None, choices=[*STYLES, *STYLE_ALIASES],
+                   help="the Decode line's form (default: that of --sglang-version, else 0.5.6)")
     p.add_argument(
         "--sglang-version", default=None, metavar="V",
         help="behave as SGLang V does (e.g. 0.4.9, 0.5.6, 0.5.23): start line, layer-id rule, embedding capture, "
@@ -195,3 +197,12 @@ def args_dict(args: ServerArgs) -> dict[str, Any]:
     d.pop("api_key")  # never echoed back
     return d
 
+
+def log_style(ns: argparse.Namespace) -> str:
+    """The Decode line's form: `--sim-log-style`, else the release's. 0.4.9 `managers/scheduler.py` prints
+    `Decode batch. ... accept len: X, cuda graph: ...` with no accept rate: the 0.4.6 form, as every 0.4."""
+    if ns.sim_log_style:
+        return str(STYLE_ALIASES.get(ns.sim_log_style, ns.sim_log_style))
+    if ns.sglang_version and version_key(ns.sglang_version) < version_key("0.5.0"):
+        return "0.4.6"
+    return "0.5.6"

@@ -16,8 +16,15 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sim.flags import ServerArgs, args_dict
 from eagle3_tui.sim.logfmt import DecodeStats, LogWriter, prefill_message
+
+# The release whose Decode line first counts only the drafted tokens in `accept rate` among those we
+# read: 0.5.6 `managers/scheduler_metrics_mixin.py` divides the accepted tokens (bonus included) by
+# forwards x draft tokens; 0.5.12 `observability/scheduler_metrics_mixin.py` (and 0.5.17-0.5.23
+# `scheduler_components/metrics_reporter.py`) the correct drafts by forwards x (draft tokens - 1).
+BONUS_EXCLUDED_FROM = "0.5.12"
 
 MAX_TOTAL_NUM_TOKENS = 65536
 CONTEXT_LEN = 4096
@@ -197,11 +204,7 @@ class Scheduler:
         if self.args.speculative_algorithm:
             fwd = self.spec_num_forward_ct
             accept_len = self.spec_num_accepted_tokens / fwd if fwd else 0.0
-            draft_tokens = (
-                self.args.speculative_num_draft_tokens or (self.args.speculative_num_steps or 0) + 1
-            )
-            total = fwd * draft_tokens
-            accept_rate = self.spec_num_accepted_tokens / total if total else 0.0
+            accept_rate = printed_accept_rate(self.args, self.spec_num_accepted_tokens, fwd)
             self.spec_total_num_accepted_tokens += self.spec_num_accepted_tokens
             self.spec_total_num_forward_ct += fwd
             self.spec_num_accepted_tokens = self.spec_num_forward_ct = 0
@@ -218,3 +221,12 @@ class Scheduler:
         )
         self.log.decode(stats)
 
+
+def printed_accept_rate(args: ServerArgs, accepted: int, forwards: int) -> float:
+    """The `accept rate` the release printed (see BONUS_EXCLUDED_FROM); 0 with no forward, as SGLang."""
+    steps, draft_tokens = args.speculative_num_steps or 0, args.speculative_num_draft_tokens
+    if version_key(args.sglang_version) >= version_key(BONUS_EXCLUDED_FROM):
+        total = forwards * (draft_tokens - 1 if draft_tokens else steps)
+        return (accepted - forwards) / total if total > 0 else 0.0
+    total = forwards * (draft_tokens or steps + 1)
+    return accepted / total if total > 0 else 0.0

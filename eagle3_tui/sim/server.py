@@ -35,8 +35,8 @@ from typing import Any
 
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.sim import nodes
-from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args
-from eagle3_tui.sim.logfmt import STYLE_ALIASES, LogWriter, start_line
+from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args, log_style
+from eagle3_tui.sim.logfmt import LogWriter, start_line
 from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
 from eagle3_tui.sim.routes import handler_for
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, MAX_TOTAL_NUM_TOKENS
@@ -174,7 +174,7 @@ def _serve(server: SimServer, log: LogWriter) -> int:
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     versioned = bool(ns.sglang_version)
-    log = LogWriter(sys.stderr, style=STYLE_ALIASES.get(ns.sim_log_style, ns.sim_log_style), access_stream=sys.stdout,
+    log = LogWriter(sys.stderr, style=log_style(ns), access_stream=sys.stdout,
                     device="cuda" if versioned else "cpu", graph=versioned and not ns.disable_cuda_graph)
     bad_nodes = nodes.check_flags(ns)
     if bad_nodes:
