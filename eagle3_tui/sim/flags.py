@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
     p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--api-key", default=None, help="every endpoint but /health and /metrics wants this Bearer token")
+    # SGLang 0.5.12+ server_args.py: --ssl-keyfile/--ssl-certfile make the HTTP server https
+    p.add_argument("--ssl-keyfile", default=None)
+    p.add_argument("--ssl-certfile", default=None)
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--mem-fraction-static", type=float, default=None)
     p.add_argument("--context-length", type=int, default=None)
@@ -108,6 +111,8 @@ class ServerArgs:
     disable_cuda_graph: bool = True
     skip_server_warmup: bool = False
     api_key: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_certfile: str | None = None
     sglang_version: str = SGLANG_VERSION
     """The release /server_info reports (`--sglang-version`, else the one the sim's rules follow)."""
     warnings: list[str] = field(default_factory=list)
@@ -186,6 +191,8 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
         disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,
         sglang_version=ns.sglang_version or SGLANG_VERSION,
         api_key=ns.api_key,
+        ssl_keyfile=ns.ssl_keyfile,
+        ssl_certfile=ns.ssl_certfile,
         warnings=warnings,
     )
 

@@ -123,17 +123,31 @@ class SimServer:
                 return
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def _serve_tls(self, httpd: ThreadingHTTPServer) -> bool:
+        """Wrap the listening socket as uvicorn does with --ssl-certfile and --ssl-keyfile (both needed)."""
+        cert, key = self.args.ssl_certfile, self.args.ssl_keyfile
+        if not cert:
+            return False
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        # the handshake in the handler thread, not in accept(): a plain-http client cannot stall the listener
+        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        return True
+
     def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
         """Listen with `handler` (routes.handler_for(self)), start the scheduler, warm up, serve until
         `shutdown`."""
         self.httpd = ThreadingHTTPServer((self.args.host, self.args.port), handler)
         self.httpd.daemon_threads = True
+        scheme = "https" if self._serve_tls(self.httpd) else "http"
         self.scheduler.start()
         self.log.write(f"INFO:     Started server process [{os.getpid()}]")
         self.log.write("INFO:     Waiting for application startup.")
         self.log.write("INFO:     Application startup complete.")
         self.log.write(
-            f"INFO:     Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)"
+            f"INFO:     Uvicorn running on {scheme}://{self.args.host}:{self.args.port} (Press CTRL+C to quit)"
         )
         threading.Thread(target=self._warmup, daemon=True).start()
         self.httpd.serve_forever(poll_interval=0.1)
