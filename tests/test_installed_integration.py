@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from eagle3_tui.profile import Profile
-from eagle3_tui.session import Session
+from eagle3_tui.session import LogBatch, Session
 from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.sglang.logline import HttpAccess
 from tests.plugins.world import free_port, make_draft_dir
 from tests.sglang_wheels import wheel
 
@@ -158,6 +159,13 @@ async def test_sim_0_5_6_graphs_replay_the_default(sims: Any, tmp_path: Path, da
         assert s.boundaries == (0, 2, 6) and s.decode_boundaries == (2, 6, 9)
         await _until(lambda: session.telemetry.decode_lines >= 2)  # charted live from server.log
         assert "Decode batch" not in sim.access_log.read_text() and "POST /generate" in sim.access_log.read_text()
+        # stdout's access lines are their own file: followed too, into the log pane, not into the run
+        assert session.access_log == str(sim.access_log)
+        batches: list[Any] = []
+        session.add_listener(lambda ev: batches.append(ev) if isinstance(ev, LogBatch) else None)
+        await _until(lambda: any("GET /server_info" in line for b in batches for line in b.lines))
+        assert any(isinstance(e, HttpAccess) for b in batches for e in b.events)
+        assert s.state == "ready" and session.server.state == "ready"
         findings = await session.refresh_findings()
         hit = next(f for f in findings if f.rule_id == "ids-prefill-only")
         assert "h2" in hit.title and session.facts is not None and session.facts.installed is not None

@@ -14,6 +14,7 @@ from eagle3_tui.session.discovery import (
     LaunchSpec,
     group_servers,
     log_path_from_fd_target,
+    output_files,
     parse_environ,
     redact_env,
     relaunch_env,
@@ -57,6 +58,15 @@ def test_stdout_target_only_regular_files():
     assert log_path_from_fd_target("/var/log/sglang.log\n") == "/var/log/sglang.log"
     for t in ("pipe:[1234]", "socket:[5]", "/dev/pts/3", "/dev/null", "/tmp/x.log (deleted)"):
         assert log_path_from_fd_target(t) is None
+
+
+def test_output_files_split_log_and_access_lines():
+    # (fd 2, fd 1) -> (the log followed, uvicorn's access log)
+    assert output_files("/w/server.log", "/w/access.log") == ("/w/server.log", "/w/access.log")
+    assert output_files("/w/all.log", "/w/all.log") == ("/w/all.log", None)  # 2>&1
+    assert output_files("/dev/pts/1", "/w/out.log") == ("/w/out.log", None)  # stdout is the only file
+    assert output_files("/w/server.log", "pipe:[7]") == ("/w/server.log", None)
+    assert output_files("", "") == (None, None)
 
 
 def test_group_servers_picks_one_per_group_and_ignores_others():

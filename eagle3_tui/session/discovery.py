@@ -146,6 +146,8 @@ class ServerProcess:
     kind: str
     deployment: Deployment = field(default_factory=Deployment)
     hf_cache: str | None = None
+    access_log: str | None = None
+    """uvicorn's access lines, when stdout is another file than the log (`> access.log 2> server.log`)."""
     note: str = ""
     """One sentence when `argv` is not the process's own (its command line could not be read as a launch)."""
 
@@ -271,18 +273,27 @@ async def detect_deployment(host: Host, pid: int, environ: Mapping[str, str], fd
     return replace(dep, log=log)
 
 
-async def _stdout_target(host: Host, pid: int) -> str | None:
-    """The file the server's own log goes to: stderr (SGLang logs there, every release) when it is a
-    file, else stdout (a `2>&1` redirect, or a server that logs to stdout)."""
+def output_files(stderr_target: str, stdout_target: str) -> tuple[str | None, str | None]:
+    """(the server's own log, uvicorn's access log) from the readlinks of fds 2 and 1.
+
+    SGLang logs to stderr (`configure_logger`'s `basicConfig` has no stream, every release); uvicorn's
+    access lines go to stdout. The log is stderr's file, else stdout's (a `2>&1`, or a server that logs
+    to stdout); the access log is stdout's file when it is another file than the log (`> access.log
+    2> server.log`)."""
+    err, out = log_path_from_fd_target(stderr_target), log_path_from_fd_target(stdout_target)
+    log = err or out
+    return log, out if out is not None and out != log else None
+
+
+async def _output_targets(host: Host, pid: int) -> tuple[str | None, str | None]:
+    """`output_files` of the server process (None, None when /proc cannot be read)."""
     try:
-        res = await host.run(["readlink", f"/proc/{pid}/fd/2", f"/proc/{pid}/fd/1"], timeout=10)
+        # one line per fd, empty when unreadable, so a failing readlink cannot shift the other's line
+        res = await host.run(["sh", "-c", _LINKS, "sh", f"/proc/{pid}/fd/2", f"/proc/{pid}/fd/1"], timeout=10)
     except Exception:
-        return None
-    for line in res.stdout.splitlines():
-        found = log_path_from_fd_target(line)
-        if found is not None:
-            return found
-    return None
+        return None, None
+    err, out = [*res.stdout.splitlines(), "", ""][:2]
+    return output_files(err, out)
 
 
 async def _cwd(host: Host, pid: int) -> str | None:
@@ -321,12 +332,15 @@ async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str
     args = parse_launch(argv)
     cwd = p.cwd or await _cwd(host, p.pid)
     environ = await _read_environ(host, p.pid)
-    dep = await detect_deployment(host, p.pid, environ, await _stdout_target(host, p.pid))
+    fd_log, fd_access = await _output_targets(host, p.pid)
+    dep = await detect_deployment(host, p.pid, environ, fd_log)
     nodes, rank, head = nodes_of(args.flag_value)
     dep = replace(dep, log=log_path or dep.log, nodes=nodes, node_rank=rank, dist_init=head)
+    access = fd_access if dep.kind in ("process", "systemd") and fd_access != dep.log else None
     return ServerProcess(pid=p.pid, pgid=p.pgid, start_time=p.start_time, argv=tuple(argv), cwd=cwd,
                          env=relaunch_env(environ), log_path=dep.log, port=args.port or DEFAULT_PORT,
-                         kind=args.kind, deployment=dep, hf_cache=hub_cache_dir(environ), note=note)
+                         kind=args.kind, deployment=dep, hf_cache=hub_cache_dir(environ), note=note,
+                         access_log=access)
 
 
 async def discover(

@@ -125,6 +125,10 @@ class Session:
         self.target = TargetInfo()
         self.tracker = RunTracker()
         self.feed = LogFeed(self.host, self.tracker, self.views, self.telemetry, on_failure=self._on_failure_line)
+        # uvicorn's access lines when stdout is their own file (`> access.log 2> server.log`): shown in the
+        # log pane with the log's lines, never part of the run state (a tracker of their own)
+        self.access_feed = LogFeed(self.host, RunTracker(), self.views, self.telemetry)
+        self.access_log: str | None = None
         self.store = LocalStore(profile)
         self.changes = Changes(self.host, self.store)
         self.records = Records(profile.name, self.views)
@@ -238,6 +242,8 @@ class Session:
                     self.views.set_state("starting", "attached while the server loads")
         if self.server.log_path:
             self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
+        if self.access_log:
+            self.access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
             self._poll_task = self._spawn(self.monitor.run())
         await self.refresh_findings()
@@ -322,6 +328,7 @@ class Session:
         if spec.log_path is None:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
+        self.access_log = proc.access_log
         wire(self, proc.deployment, proc.argv)
         self.store.save_launch(spec)
         self.views.set_server(state="ready", pid=proc.pid, pgid=proc.pgid, started_at=proc.start_time,
@@ -713,6 +720,7 @@ class Session:
         """Stop following and polling; the server keeps running."""
         self._closed = True
         await self.feed.close()
+        await self.access_feed.close()
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
