@@ -523,3 +523,18 @@ def test_start_lines_of_every_release_split_runs_also_past_max_line() -> None:
     runs = _replay(data, fast=True)
     assert [r.decode_lines for r in runs] == [1, 2, 1]
     assert all(r.spec is not None and r.spec["num_steps"] == 3 and r.spec["num_draft_tokens"] == 4 for r in runs[1:])
+
+
+def test_accept_len_values_out_of_the_plain_shape_agree_on_both_paths() -> None:
+    """The fast path reads `accept len: d.dd, ` values by slicing; 2-digit, 1-decimal, 3-decimal
+    and non-numeric values (and a repeated key) make it read the stretch by the general patterns."""
+    from eagle3_tui.sglang.logscan import _plain_lens
+
+    head = "[2026-04-05 20:00:0{s} TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.01, "
+    tail = "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 50.25, #queue-req: 0, "
+    for odd in ("10.00", "2.5", "2.125", "nan", "2.00, accept len: 3.00"):
+        lines = [head.format(s=i % 10) + f"accept len: {odd if i == 7 else '2.40'}, " + tail for i in range(20)]
+        _both_paths(("\n".join(lines) + "\n").encode(), 1 << 20)
+    assert _plain_lens(b"1, accept len: 2.40, x\n1, accept len: 3.05, y\n", 2) == [b"2.40", b"3.05"]
+    assert _plain_lens(b"1, accept len: 12.40, x\n", 1) == []
+    assert _plain_lens(b"1, accept len: 2.4, x\n", 1) == []

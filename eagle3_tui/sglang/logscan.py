@@ -5,10 +5,10 @@ pattern, `_ROW`, runs over each block of whole lines (`findall`, C speed) and re
 lines that matter, already cut:
 
 - a Decode line in SGLang's shape (`[date time RANKS] Decode batch..., #running-req: ...`, within
-  a length bound) gives its body; the bodies of a stretch are joined and their `accept len` and
-  `gen throughput` values read by one more pattern (`_PLAIN_BOTH` for SGLang's plain numbers,
-  general ones otherwise), with counts of the keys that send any stretch they do not explain
-  (a key spelled or repeated otherwise) through LogReader instead;
+  a length bound) gives its body; the bodies of a stretch are joined, their `accept len` values
+  cut out by `split` and slices (SGLang's `d.dd`; `_ACCEPT_LEN` otherwise) and their tok/s read
+  by one short pattern (`_PLAIN_TPS`; `_GEN_TPS` otherwise), with counts of the keys that send any
+  stretch they do not explain (a key spelled or repeated otherwise) through LogReader instead;
 - any other line that is not provably uninteresting gives its text, with the traceback lines that
   follow it (the lines LogReader would absorb: no record start, or longer than MAX_LINE), so a
   failure and its traceback are one row.
@@ -28,12 +28,14 @@ lacks it; a 19-60 character bracket opening a line that holds a stat header itse
 MAX_LINE bytes but not characters. Memory is bounded by the block size; a line longer than
 MAX_LONG_LINE is dropped unread.
 
-Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines): on a busy server's mix (163 MB)
-1/7.7 of `LC_ALL=C grep -c 'accept len'` (0.71 s against 0.093 s; the block pass before this one
-took 3.3 s there, 1/40), on a log of stat lines (140 MB) 1/9.8; 44 MB peak RSS on either. In executed
-instructions (callgrind) on the mix: the row pattern ~35% (a third of that is the engine visiting
-every newline), reading the decode values ~15%, counting them ~8%, start-up and imports ~20%. Workers
-(logscan_parallel) help only on idle, real cores: on this VM's two hyperthreads they do not.
+Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, quiet machine): on a busy server's
+mix (163 MB) 1/8.0 of `LC_ALL=C grep -c 'accept len'` (0.84 s against 0.104 s), on a log of stat
+lines (140 MB) 1/10.6; 44 MB peak RSS on either. Where it goes (callgrind, instructions per line of
+the mix, ~4.8k in all): the row pattern ~2.5k (the engine's search for each newline ~5 per byte,
+SGLang's prefix ~0.4-0.65k, each literal character of a message ~35), the decode values ~1.2k, the
+sink's counters ~0.5k. Per class of line: access 1.5k, request dump 2.3-2.5k, Prefill 2.6k,
+KV-cache retraction 4.5k, Decode ~11k all told. Workers (logscan_parallel) help only on idle, real
+cores: on this VM's two hyperthreads they do not.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
+from operator import itemgetter
 from typing import Protocol
 
 from eagle3_tui.sglang import logline
@@ -107,15 +110,26 @@ _ACCEPT_LEN = re.compile(rb", accept len: (" + _VALUE + rb"|)")
 # distinct texts count faster); anything else whole. One match per counted decode line.
 _TPS_VALUE = rb"(\d{1,12}\.\d(?=\d(?:, |[, \t\r]*\n))|" + _VALUE + rb"|)"
 _GEN_TPS = re.compile(rb", gen throughput \(token/s\): " + _TPS_VALUE)
-# Both in one pass, where tok/s follows accept len with no `(` between (as SGLang prints them).
-_BOTH = re.compile(_ACCEPT_LEN.pattern + rb"[^(\n]*+(?<=, gen throughput )\(token/s\): " + _TPS_VALUE)
-# The same for the plain 2-decimal numbers SGLang prints, in fewer steps: bodies are joined with
-# "\n(" so that `[^(]` (the engine's fast loop) stops at the end of its body.
-_BODY_SEP = b"\n("
-_PLAIN_BOTH = re.compile(
-    rb", accept len: (\d{1,3}\.\d\d)(?=, )[^(]*+(?<=, gen throughput )\(token/s\): (\d{1,12}\.\d)\d" + _END
-)
+# tok/s as SGLang prints it (2 decimals) in one short pass: the literal before the value is the
+# engine's search, no step per character. Where it matches every occurrence (the caller counts the
+# key) it gives what _GEN_TPS gives.
+_PLAIN_TPS = re.compile(rb", gen throughput \(token/s\): (\d{1,12}\.\d)\d(?=, )")
 _PAIR = re.compile(rb", accept len: (" + _VALUE + rb"), accept rate: (" + _VALUE + rb")")
+_LEN_KEY = b", accept len: "
+_HEAD6 = itemgetter(slice(0, 6))
+_HEAD4 = itemgetter(slice(0, 4))
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _plain_lens(bodies: bytes, n: int) -> list[bytes]:
+    """The `accept len` texts when all `n` are SGLang's `d.dd, ` (then what _ACCEPT_LEN finds), else [].
+
+    `split`, the slices and the shape check run in C: cheaper than a regex match per value.
+    """
+    parts = bodies.split(_LEN_KEY)[1:]
+    if len(parts) != n or b"".join(map(_HEAD6, parts)).translate(_DIGITS_TO_0) != b"0.00, " * n:
+        return []
+    return list(map(_HEAD4, parts))
 
 
 def _epoch(m: re.Match[bytes]) -> float | None:
@@ -174,18 +188,19 @@ class _Rows:
         return cls(cols[1], cols[2], cols[3], cols[4])
 
     def relevant(self) -> list[int]:
-        """Indices of the odd rows that hold a KEY_NEEDLES string, in order."""
-        n = len(self.seps)
-        if self.rests.count(b"") == n and self.bares.count(b"") == n:
+        """Indices of the odd rows that hold a KEY_NEEDLES string, in order.
+
+        The odd rows are picked out by `compress` (no Python step per row); only they are looked at.
+        """
+        rests, bares = self.rests, self.bares
+        index = sorted((*compress(range(len(rests)), rests), *compress(range(len(bares)), bares)))
+        if not index:
             return []
-        both = b"\n".join(self.rests) + b"\n" + b"\n".join(self.bares)  # checked whole first
-        hits = [needle for needle in KEY_NEEDLES if needle in both]
+        odd = [rests[k] or bares[k] for k in index]
+        joined = b"\n".join(odd)
+        hits = [needle for needle in KEY_NEEDLES if needle in joined]
         if not hits:
             return []
-        texts = tuple(map(bytes.__add__, self.rests, self.bares))  # one of the two is b""
-        index = list(compress(range(n), texts))
-        odd = list(compress(texts, texts))
-        joined = b"\n".join(odd)
         starts = list(accumulate((len(t) + 1 for t in odd), initial=0))
         found: set[int] = set()
         for needle in hits:
@@ -280,25 +295,21 @@ class _Scanner:
 
     def _bulk(self, buf: bytes, a: int, b: int, rows: _Rows, i: int, j: int) -> None:
         """Rows i..j (the decode rows among them) in bulk; they lie between the newlines at a and b - 1."""
-        decode_rows = j - i - rows.seps[i:j].count(b"")
+        decode_rows = len(b"".join(rows.seps[i:j]))  # a decode row's separator is one byte, others b""
         if decode_rows <= 0:
             return
-        bodies = _BODY_SEP.join(rows.bodies[i:j]) + _BODY_SEP
+        bodies = b"\n".join(rows.bodies[i:j]) + b"\n"
         n = bodies.count(b"gen throughput")
         if not n:
             return  # no tok/s: not a line SGLang writes, and RunSplitter skips such lines too
-        tps: Sequence[bytes] = ()
-        lens: Sequence[bytes] = ()
-        nlen = bodies.count(b"accept len") if b"accept len" in bodies else 0
-        both = _PLAIN_BOTH.findall(bodies) if nlen == n else []
-        if len(both) != n and nlen == n:
-            both = _BOTH.findall(bodies)
-        if both and len(both) == n:  # each tok/s after its accept len (the usual shape): one pass
-            lens, tps = zip(*both, strict=True)
-        else:
+        nlen = bodies.count(b"accept len")
+        tps: Sequence[bytes] = _PLAIN_TPS.findall(bodies)
+        if len(tps) != n:
             tps = _GEN_TPS.findall(bodies)
-            lens = _ACCEPT_LEN.findall(bodies) if nlen else []
-        if n > decode_rows or len(tps) != n or len(lens) != nlen:
+        lens = _plain_lens(bodies, nlen) if nlen else []
+        if len(lens) != nlen:
+            lens = _ACCEPT_LEN.findall(bodies)
+        if max(n, nlen) > decode_rows or len(tps) != n or len(lens) != nlen:
             self._feed_lines(buf, a, b - 1)  # a key spelled or repeated otherwise: read them exactly
             return
         pairs: Iterable[tuple[bytes, bytes]] = ()
