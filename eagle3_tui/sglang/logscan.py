@@ -28,9 +28,10 @@ lacks it; a 19-60 character bracket opening a line that holds a stat header itse
 MAX_LINE bytes but not characters. Memory is bounded by the block size; a line longer than
 MAX_LONG_LINE is dropped unread.
 
-Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, quiet machine): on a busy server's
-mix (163 MB) 1/8.0 of `LC_ALL=C grep -c 'accept len'` (0.84 s against 0.104 s), on a log of stat
-lines (140 MB) 1/10.6; 44 MB peak RSS on either. Where it goes (callgrind, instructions per line of
+Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, three runs): on a busy server's
+mix (163 MB) 1/8.0 of `LC_ALL=C grep -c 'accept len'` at best (0.84 s against 0.104 s; 1/10.4 and
+1/10.9 in the others), on a log of stat lines (140 MB) 1/10.6 at best (1/13.4, 1/13.7); 44 MB peak
+RSS on either. Under the 1/5 floor of issue 14. Where it goes (callgrind, instructions per line of
 the mix, ~4.8k in all): the row pattern ~2.5k (the engine's search for each newline ~5 per byte,
 SGLang's prefix ~0.4-0.65k, each literal character of a message ~35), the decode values ~1.2k, the
 sink's counters ~0.5k. Per class of line: access 1.5k, request dump 2.3-2.5k, Prefill 2.6k,
