@@ -259,9 +259,8 @@ async def _engine_log(host: Host, dep: Deployment) -> str | None:
     return json_log_default(dep.engine, dep.id)
 
 
-async def detect_deployment(host: Host, pid: int, environ: Mapping[str, str], fd_log: str | None) -> Deployment:
-    """Classify the server process, with the log it is followed by (None: only HTTP)."""
-    view = await _proc_view(host, pid, environ)
+async def detect_deployment(host: Host, view: ProcView, fd_log: str | None) -> Deployment:
+    """Classify the server process (its /proc view), with the log it is followed by (None: only HTTP)."""
     dep = classify(view)
     if dep.kind == "container":
         dep = replace(dep, binds=bind_mounts(view.mountinfo, await _read_text(host, "/proc/self/mountinfo")))
@@ -283,17 +282,6 @@ def output_files(stderr_target: str, stdout_target: str) -> tuple[str | None, st
     err, out = log_path_from_fd_target(stderr_target), log_path_from_fd_target(stdout_target)
     log = err or out
     return log, out if out is not None and out != log else None
-
-
-async def _output_targets(host: Host, pid: int) -> tuple[str | None, str | None]:
-    """`output_files` of the server process (None, None when /proc cannot be read)."""
-    try:
-        # one line per fd, empty when unreadable, so a failing readlink cannot shift the other's line
-        res = await host.run(["sh", "-c", _LINKS, "sh", f"/proc/{pid}/fd/2", f"/proc/{pid}/fd/1"], timeout=10)
-    except Exception:
-        return None, None
-    err, out = [*res.stdout.splitlines(), "", ""][:2]
-    return output_files(err, out)
 
 
 async def _cwd(host: Host, pid: int) -> str | None:
@@ -332,8 +320,9 @@ async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str
     args = parse_launch(argv)
     cwd = p.cwd or await _cwd(host, p.pid)
     environ = await _read_environ(host, p.pid)
-    fd_log, fd_access = await _output_targets(host, p.pid)
-    dep = await detect_deployment(host, p.pid, environ, fd_log)
+    view = await _proc_view(host, p.pid, environ)  # fds 1 and 2 read once, for the log and the deployment
+    fd_log, fd_access = output_files(view.stderr, view.stdout)
+    dep = await detect_deployment(host, view, fd_log)
     nodes, rank, head = nodes_of(args.flag_value)
     dep = replace(dep, log=log_path or dep.log, nodes=nodes, node_rank=rank, dist_init=head)
     access = fd_access if dep.kind in ("process", "systemd") and fd_access != dep.log else None
