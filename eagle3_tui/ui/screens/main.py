@@ -496,8 +496,10 @@ class MainScreen(Screen[None]):
 
     def _say_refused(self, action: str, why: str) -> None:
         """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""
+        from eagle3_tui.session.deploy_wiring import INTO_LOG_KINDS
+
         session = self.session
-        if action != "restart" or session is None or session.deployment.kind not in ("pane", "pipe"):
+        if action != "restart" or session is None or session.deployment.kind not in INTO_LOG_KINDS:
             self.notify(why, severity="warning", timeout=10)
             return
         if self._restarting():
