@@ -177,6 +177,14 @@ class Host(abc.ABC):
             return False
         return True
 
+    async def tail_lines(self, path: str, n: int) -> tuple[str, ...]:
+        """The last `n` lines of a file on the host (a failed server's log tail); () when it cannot be read."""
+        try:
+            res = await self.run(["tail", "-n", str(n), path], timeout=20)
+        except Exception:  # gone, unreadable, the connection lost: no tail rather than a second error
+            return ()
+        return tuple(res.stdout.splitlines()) if res.exit_code == 0 else ()
+
     @abc.abstractmethod
     async def glob(self, pattern: str) -> list[str]:
         """Sorted paths matching a shell pattern (`*`, `?`, `[...]`, `**`); [] when none."""

@@ -165,11 +165,7 @@ class NodeGroup:
 
     async def _tail(self, node: Node) -> tuple[str, ...]:
         assert node.spec.log_path is not None
-        with contextlib.suppress(UserError):
-            res = await self._host(node.host_name).run(["tail", "-n", str(TAIL_LINES), node.spec.log_path], timeout=20)
-            if res.exit_code == 0:
-                return tuple(res.stdout.splitlines())
-        return ()
+        return await self._host(node.host_name).tail_lines(node.spec.log_path, TAIL_LINES)
 
     async def stop_launched(self, t0: float) -> None:
         """A failed restart stops the nodes it launched (a head without them, or they without it, serve nothing)."""

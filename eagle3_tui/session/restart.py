@@ -72,10 +72,7 @@ async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ..
     """The last 40 lines of the server's log file (else the last lines followed)."""
     tail: tuple[str, ...] = ()
     if path and feed.decode is None:  # an engine's log file holds records: the decoded lines followed serve
-        with contextlib.suppress(Exception):
-            res = await host.run(["tail", "-n", str(LOG_TAIL_LINES), path], timeout=20)
-            if res.exit_code == 0:
-                tail = tuple(res.stdout.splitlines())
+        tail = await host.tail_lines(path, LOG_TAIL_LINES)
     return tail or tuple(feed.recent(LOG_TAIL_LINES))
 
 
