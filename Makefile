@@ -12,7 +12,8 @@ TORCH_PIP_ARGS ?=
 
 .PHONY: venv demo test lint bench clean
 
-$(BIN)/eagle3-tui: pyproject.toml
+# setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
+$(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU wheel of torch 2.13.0 lies on disk; pinning it first avoids a multi-GB CUDA download.

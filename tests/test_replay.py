@@ -20,7 +20,7 @@ from eagle3_tui.cli import main
 from eagle3_tui.commands.replay import sample_log_path
 from eagle3_tui.sglang.logline import LogReader
 from eagle3_tui.sglang.logmix import LINE_CLASSES, RANKS, make_line
-from eagle3_tui.sglang.logscan import scan
+from eagle3_tui.sglang.logscan import ENGINES, best_engine, scan
 from eagle3_tui.sglang.logsynth import RunPlan, sample_plans, write_log
 from eagle3_tui.telemetry.runs import RunSplitter, RunSummary
 
@@ -33,6 +33,11 @@ PLANS = [
 ]
 
 
+# The fast scanners built here (the compiled one where a C compiler was at install), each held
+# against the reference (`fast=False`: every line through LogReader).
+FAST_ENGINES = [e for e in ENGINES[:2] if e != "native" or best_engine() == "native"]
+
+
 @pytest.fixture(scope="module")
 def multirun(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, object]:
     buf = io.StringIO()
@@ -40,9 +45,9 @@ def multirun(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, object]:
     return buf.getvalue().encode(), truth
 
 
-def _replay(data: bytes, *, fast: bool, block_size: int = 1 << 20) -> list[RunSummary]:
+def _replay(data: bytes, *, fast: bool, block_size: int = 1 << 20, engine: str | None = None) -> list[RunSummary]:
     sp = RunSplitter()
-    res = scan(io.BytesIO(data), sp, fast=fast, block_size=block_size)
+    res = scan(io.BytesIO(data), sp, fast=fast, engine=engine, block_size=block_size)
     assert res.recognized
     return sp.finish()
 
@@ -76,10 +81,11 @@ def test_runs_match_what_was_written(multirun: tuple[bytes, object]) -> None:
     assert all(r.failures_total == 0 for i, r in enumerate(runs) if i != 1)
 
 
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 @pytest.mark.parametrize("block_size", [97, 4096, 65536, 1 << 20])
-def test_fast_path_agrees_with_parse_line(multirun: tuple[bytes, object], block_size: int) -> None:
+def test_fast_path_agrees_with_parse_line(multirun: tuple[bytes, object], block_size: int, engine: str) -> None:
     data, _ = multirun
-    assert _replay(data, fast=True, block_size=block_size) == _replay(data, fast=False)
+    assert _replay(data, fast=True, block_size=block_size, engine=engine) == _replay(data, fast=False)
 
 
 MESSY = [
@@ -117,7 +123,8 @@ def test_fast_path_agrees_on_messy_lines() -> None:
     expected = sum(1 for r in stat_rows if "Decode batch, #running" in r or "Decode batch. #running" in r)
     assert sum(r.decode_lines for r in slow) == expected  # the NUL-prefixed line counts, the prompt does not
     for bs in (333, 8192, 1 << 20):
-        assert _replay(data, fast=True, block_size=bs) == slow
+        for engine in FAST_ENGINES:
+            assert _replay(data, fast=True, block_size=bs, engine=engine) == slow
 
 
 LINES = [
@@ -147,20 +154,15 @@ LINES = [
 )
 def test_fast_equals_slow_on_shuffled_log_lines(rows: list[tuple[int, int, float, float]], block_size: int) -> None:
     text = "\n".join(LINES[i].format(s=s, a=a, r=a / 4, t=t) for i, s, a, t in rows)
-    data = text.encode("utf-8", "surrogateescape")
-    fast, slow = RunSplitter(), RunSplitter()
-    rf = scan(io.BytesIO(data), fast, fast=True, block_size=block_size)
-    rs = scan(io.BytesIO(data), slow, fast=False, block_size=block_size)
-    assert rf.recognized == rs.recognized
-    assert fast.finish() == slow.finish()
+    _both_paths(text.encode("utf-8", "surrogateescape"), block_size)
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.binary(max_size=3000), st.integers(1, 512))
 def test_scan_never_raises_on_random_bytes(data: bytes, block_size: int) -> None:
-    for fast in (True, False):
+    for engine in (*FAST_ENGINES, "reference"):
         sp = RunSplitter()
-        scan(io.BytesIO(data), sp, fast=fast, block_size=block_size)
+        scan(io.BytesIO(data), sp, engine=engine, block_size=block_size)
         sp.finish()
 
 
@@ -175,11 +177,11 @@ def test_adversarial_long_lines_do_not_hang() -> None:
     ]
     data = b"\n".join(lines) + b"\n" + LINES[0].format(s=1, a=2, r=0.5, t=10).encode() + b"\n"
     out = []
-    for fast in (True, False):  # past 4 MiB of lines that are no log records (over MAX_LINE)
+    for engine in (*FAST_ENGINES, "reference"):  # past 4 MiB of lines that are no log records (over MAX_LINE)
         sp = RunSplitter()
-        assert scan(io.BytesIO(data), sp, fast=fast, block_size=1 << 16, probe_bytes=1 << 30).recognized
+        assert scan(io.BytesIO(data), sp, engine=engine, block_size=1 << 16, probe_bytes=1 << 30).recognized
         out.append(sp.finish())
-    assert out[0] == out[1] and out[0][-1].decode_lines == 1
+    assert all(o == out[-1] for o in out) and out[0][-1].decode_lines == 1
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -382,7 +384,7 @@ def test_replay_command_uses_workers_on_big_files(tmp_path: Path, multirun: tupl
     f = tmp_path / "server.log"
     f.write_bytes(data)
     code = (
-        "import sys, eagle3_tui.sglang.logscan_parallel as p; p.MIN_PARALLEL_BYTES = 1; "
+        "import sys, eagle3_tui.sglang.logscan_parallel as p; p.MIN_PARALLEL_BYTES.update(native=1, regex=1); "
         "from eagle3_tui.cli import main; raise SystemExit(main(sys.argv[1:]))"
     )
     outs = []
@@ -442,11 +444,15 @@ ODD_LINES = [
 
 
 def _both_paths(data: bytes, block_size: int) -> None:
-    fast, slow = RunSplitter(), RunSplitter()
-    rf = scan(io.BytesIO(data), fast, fast=True, block_size=block_size)
+    """Every fast scanner built here gives the reference's result."""
+    slow = RunSplitter()
     rs = scan(io.BytesIO(data), slow, fast=False, block_size=block_size)
-    assert rf.recognized == rs.recognized
-    assert fast.finish() == slow.finish()
+    expected = slow.finish()
+    for engine in FAST_ENGINES:
+        fast = RunSplitter()
+        rf = scan(io.BytesIO(data), fast, engine=engine, block_size=block_size)
+        assert rf.recognized == rs.recognized, engine
+        assert fast.finish() == expected, engine
 
 
 def _mix_line(rng: random.Random, kind: int, t: float) -> str:
@@ -538,3 +544,69 @@ def test_accept_len_values_out_of_the_plain_shape_agree_on_both_paths() -> None:
     assert _plain_lens(b"1, accept len: 2.40, x\n1, accept len: 3.05, y\n", 2) == [b"2.40", b"3.05"]
     assert _plain_lens(b"1, accept len: 12.40, x\n", 1) == []
     assert _plain_lens(b"1, accept len: 2.4, x\n", 1) == []
+
+
+# Decode rows the compiled scanner cuts itself next to ones it must hand to LogReader: a value
+# ending in `\r` at the line end, 2-decimal tok/s ending a line, keys spelled or repeated otherwise,
+# a row without tok/s between rows with it (RunSplitter drops it, its accept len too), a clock no
+# prefix parser reads, keys at the body's start, a Prefill row with an iteration number.
+EDGE_ROWS = [
+    "[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, accept len: 2.40\r",
+    "[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, accept len: 2.40, gen throughput (token/s): 126.74\r",
+    "[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, accept len: 2.40, gen throughput (token/s): 126.74 , x: 1",
+    "[2026-04-05 20:00:02 TP0] Decode batch, #running-req: 1, accept len: 3.10, #queue-req: 0, ",
+    "[2026-04-05 20:00:02 TP0] Decode batch, #running-req: 1, accept len:2.10, gen throughput (token/s): 10.00, ",
+    "[2026-04-05 20:00:02 TP0] Decode batch, #running-req: 1,  accept len: 2.20, gen throughput (token/s): 11.00, ",
+    "[2026-04-05 20:00:02 TP0] Decode batch, #running-req: 1, accept len: 2.30, gen throughput (token/s): 12.00, "
+    "gen throughput (token/s): 13.00",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: accept len: 2.50, gen throughput (token/s): 14.00, ",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: 1, accept len: 2.60, accept rate: 0.40, accept rate: 0.50, "
+    "gen throughput (token/s): 15.00, ",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: 1, accept rate: 0.40, gen throughput (token/s): 16.00, ",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: 1, accept len: 2.70, gen throughput (token/s): 1234567890123.45, ",
+    "[2026-04-05 20:00:03 TP0] Decode batch, #running-req: 1, accept len: 2.70, gen throughput (token/s): 17.5,, ",
+    "[at the start of time, ranks X] Decode batch, #running-req: 1, accept len: 2.80, gen throughput (token/s): 18.00, ",
+    "[2026-04-05 20:00:04 TP0] Decode batch [123456789012], #running-req: 1, accept len: 2.90, "
+    "gen throughput (token/s): 19.00, ",
+    "[2026-04-05 20:00:04 TP0] Decode batch [1234567890123], #running-req: 1, accept len: 2.90, "
+    "gen throughput (token/s): 19.00, ",
+    "[2026-04-05 20:00:04 TP0] Prefill batch [77], #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.10, ",
+    "[2026-04-05 20:00:05] KV cache pool is full. Retract requests. #retracted_reqs: 2, #aborted_retracted_reqs: 1, "
+    "#new_token_ratio: 0.5 -> 1.0\r",
+    "[2026-04-05 20:00:05] Cache flushed successfully!\r\r",
+    "[2026-04-05 20:00:05] server_args=ServerArgs(speculative_algorithm='EAGLE3', speculative_num_steps=2, "
+    "speculative_eagle_topk=1, speculative_num_draft_tokens=3)",
+    "[2026-04-05 20:00:06 TP0] Decode batch, #running-req: 1, token usage: 0.10, accept len: 2.25, accept rate: 0.42, "
+    "cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0, ",
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, len(EDGE_ROWS) - 1), max_size=80), st.sampled_from([64, 333, 1 << 20]))
+def test_edge_decode_rows_agree_with_the_reference(rows: list[int], block_size: int) -> None:
+    _both_paths(("\n".join(EDGE_ROWS[i] for i in rows) + "\n").encode(), block_size)
+
+
+def test_every_edge_row_in_order_agrees_and_counts_what_logreader_counts() -> None:
+    data = ("\n".join(EDGE_ROWS * 3) + "\n").encode()
+    for bs in (128, 1 << 20):
+        _both_paths(data, bs)
+    reader = LogReader()
+    events = [ev for row in EDGE_ROWS * 3 for ev in reader.feed(row)]
+    counted = [ev for ev in events if type(ev).__name__ == "DecodeStats" and "gen throughput (token/s)" in ev.line]
+    assert sum(r.decode_lines for r in _replay(data, fast=True)) == len(counted)
+
+
+def test_the_compiled_scanner_is_built_where_ci_requires_it() -> None:
+    """`.ci/run` installs a C compiler and sets EAGLE3_TUI_REQUIRE_NATIVE: there the compiled scanner
+    must have been built (elsewhere the regex scanner stands in, and says so in `replay`)."""
+    import os
+
+    if not os.environ.get("EAGLE3_TUI_REQUIRE_NATIVE"):
+        pytest.skip("EAGLE3_TUI_REQUIRE_NATIVE is not set")
+    assert best_engine() == "native"
+
+
+def test_an_unbuilt_engine_is_refused_in_one_sentence() -> None:
+    with pytest.raises(ValueError, match="no fastest scanner here"):
+        scan(io.BytesIO(b"x\n"), RunSplitter(), engine="fastest")

@@ -80,8 +80,9 @@ def sample_log_path() -> str:
     return str(Path(__file__).resolve().parent.parent / "samples" / "sglang-eagle3.log")
 
 
-def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummary]]:
-    """(bytes read, runs) of one log; `UserError` when it cannot be read or is not a log.
+def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummary], str]:
+    """(bytes read, runs, the scanner that read it) of one log; `UserError` when it cannot be read
+    or is not a log.
 
     A big plain file is read by `jobs` worker processes (logscan_parallel); the result is the same.
     """
@@ -98,9 +99,9 @@ def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummar
     splitter = RunSplitter()
     try:
         if owned is not None and isinstance(stream, io.BufferedReader) and jobs != 1:
-            from eagle3_tui.sglang.logscan_parallel import MIN_PARALLEL_BYTES, scan_path
+            from eagle3_tui.sglang.logscan_parallel import min_parallel_bytes, scan_path
 
-            if os.path.isfile(path) and os.path.getsize(path) >= MIN_PARALLEL_BYTES:
+            if os.path.isfile(path) and os.path.getsize(path) >= min_parallel_bytes():
                 result = scan_path(path, splitter, jobs=jobs)
             else:
                 result = scan(stream, splitter)
@@ -119,7 +120,7 @@ def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummar
         raise UserError(f"{name} is empty, not an SGLang server log")
     if not result.recognized:
         raise UserError(f"{name} does not look like an SGLang server log (no SGLang log line in it)")
-    return result.bytes_read, splitter.finish()
+    return result.bytes_read, splitter.finish(), result.engine
 
 
 def _clock(t: float | None, day: bool = True) -> str:
@@ -208,29 +209,32 @@ def run(args: argparse.Namespace) -> int:
     paths = list(args.logs) + ([sample_log_path()] if args.sample else [])
     if not paths:
         raise UserError("replay needs a LOG file, - for stdin, or --sample")
-    docs: list[tuple[str, int, list[RunSummary]]] = []
+    docs: list[tuple[str, int, list[RunSummary], str]] = []
     errors: list[str] = []
     for path in paths:
         try:
-            size, runs = replay_path(path, args.jobs)
+            size, runs, scanner = replay_path(path, args.jobs)
         except UserError as err:
             errors.append(str(err))
             continue
-        docs.append((path, size, runs))
+        docs.append((path, size, runs, scanner))
     if args.json:
         out = {
-            "logs": [{"path": p, "bytes": n, "runs": [_to_json(r) for r in rs]} for p, n, rs in docs],
+            "logs": [
+                {"path": p, "bytes": n, "scanner": sc, "runs": [_to_json(r) for r in rs]} for p, n, rs, sc in docs
+            ],
             "errors": errors,
         }
         if docs or not errors:
             json.dump(out, sys.stdout, indent=1)
             sys.stdout.write("\n")
     else:
-        for i, (path, size, runs) in enumerate(docs):
+        for i, (path, size, runs, scanner) in enumerate(docs):
             if i:
                 print()
             name = "stdin" if path == "-" else path
-            print(f"{name}  ({size:,} bytes, {len(runs)} run{'s' if len(runs) != 1 else ''})")
+            slow = "; regex scanner: the compiled one is not built here" if scanner != "native" else ""
+            print(f"{name}  ({size:,} bytes, {len(runs)} run{'s' if len(runs) != 1 else ''}{slow})")
             for r in runs:
                 print("\n".join(format_run(r)))
     for message in errors:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import gc
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
 from operator import itemgetter
@@ -53,7 +53,20 @@ from typing import Protocol
 from eagle3_tui.sglang import logline
 from eagle3_tui.sglang.logline import KEY_NEEDLES, MAX_LINE, LogEvent, LogReader, Other, epoch_of, parse_line
 
-__all__ = ["ByteSource", "ScanResult", "ScanSink", "scan"]
+try:
+    from eagle3_tui.sglang import _linescan
+except ImportError:  # not built (no C compiler where the package was installed): the regex scanner reads it
+    _linescan = None  # type: ignore[assignment]
+
+__all__ = ["ENGINES", "ByteSource", "ScanResult", "ScanSink", "best_engine", "scan"]
+
+ENGINES = ("native", "regex", "reference")
+"""The three readings of a block, fastest first; all give the same events (tests/test_replay.py)."""
+
+
+def best_engine() -> str:
+    """The fastest scanner this installation has: the compiled one where it was built."""
+    return "native" if _linescan is not None else "regex"
 
 BLOCK_SIZE = 1 << 20
 MAX_LONG_LINE = 1 << 20
@@ -172,6 +185,7 @@ class ScanResult:
     recognized: bool = False  # saw at least one line parse_line reads as an SGLang log record
     gave_up: bool = False  # stopped after PROBE_BYTES without one
     workers: int = 1  # processes that read the file (logscan_parallel)
+    engine: str = "native"  # which of ENGINES read it
 
 
 @dataclass
@@ -273,6 +287,52 @@ class _Scanner:
             k = r + 1 + consumed
         self._bulk(buf, pos, p1, rows, k, len(rows.seps))
 
+    def native_range(self, buf: bytes, p0: int, p1: int) -> None:
+        """The lines of a range through the compiled scanner (`_linescan.c`): it counts the decode
+        rows and skips the lines that cannot be an event; each line it stops at (one holding a
+        KEY_NEEDLES string, or a decode row it cannot cut) goes through LogReader, with the
+        traceback that follows a failure."""
+        assert _linescan is not None
+        pos = self._drain_lines(buf, p0, p1)
+        if pos >= p1 - 1:
+            return
+        if not self.result.recognized:
+            self._probe(buf, pos, p1)
+        while pos < p1 - 1:
+            a, b, n, lens, tps, pairs, first, last, seen = _linescan.scan(
+                buf, pos, p1, KEY_NEEDLES, self.sink.pairs_wanted > 0
+            )
+            if seen:
+                self.result.recognized = True
+            if n:
+                t_first, t_last = self._row_time(buf, first), self._row_time(buf, last)
+                if t_first is None or t_last is None:
+                    self._feed_lines(buf, pos, a)  # a clock parse_line reads otherwise: exactly
+                else:
+                    self.sink.decode_bulk(n, lens, tps, pairs, t_first, t_last)
+            if a >= p1 - 1:
+                return
+            self._feed_lines(buf, a, b)
+            pos = self._drain_lines(buf, b, p1)
+
+    def _drain_lines(self, buf: bytes, pos: int, p1: int) -> int:
+        """While a failure reads its traceback, feed it the lines that follow; the new position."""
+        while self.reader.pending is not None and pos < p1 - 1:
+            end = buf.index(b"\n", pos + 1)
+            self._feed(buf[pos + 1 : end])
+            pos = end
+        return pos
+
+    @staticmethod
+    def _row_time(buf: bytes, nl: int) -> float | None:
+        """The timestamp parse_line gives the decode row after the newline at `nl`."""
+        end = buf.index(b"\n", nl + 1)
+        p = _SGLANG_PREFIX.match(buf, nl + 1, end)
+        t = _epoch(p) if p is not None and buf.startswith(b"Decode batch", p.end()) else None
+        if t is None:
+            t = getattr(parse_line(buf[nl + 1 : end].decode("utf-8", "replace")), "timestamp", None)
+        return None if t is None else float(t)
+
     @staticmethod
     def _locate(buf: bytes, pos: int, p1: int, rest: bytes, bare: bytes) -> tuple[int, int]:
         """The newlines before and after the odd row with this text, searching from `pos`.
@@ -310,12 +370,18 @@ class _Scanner:
         lens = _plain_lens(bodies, nlen) if nlen else []
         if len(lens) != nlen:
             lens = _ACCEPT_LEN.findall(bodies)
-        if max(n, nlen) > decode_rows or len(tps) != n or len(lens) != nlen:
+        pairs: list[tuple[bytes, bytes]] = []
+        if self.sink.pairs_wanted > 0:
+            pairs = [m.groups() for m in _PAIR.finditer(bodies)]  # type: ignore[misc]
+        if (
+            n != decode_rows  # a row without tok/s is dropped with its accept len, by RunSplitter
+            or nlen > decode_rows
+            or len(tps) != n
+            or len(lens) != nlen
+            or (self.sink.pairs_wanted > 0 and len(pairs) != bodies.count(b"accept rate"))
+        ):
             self._feed_lines(buf, a, b - 1)  # a key spelled or repeated otherwise: read them exactly
             return
-        pairs: Iterable[tuple[bytes, bytes]] = ()
-        if self.sink.pairs_wanted > 0:
-            pairs = (m.groups() for m in _PAIR.finditer(bodies))  # type: ignore[misc]
         self.sink.decode_bulk(n, lens, tps, pairs, self._first_time(buf, a, b), self._last_time(buf, a, b))
 
     @staticmethod
@@ -365,6 +431,7 @@ def scan(
     sink: ScanSink,
     *,
     fast: bool = True,
+    engine: str | None = None,
     block_size: int = BLOCK_SIZE,
     probe_bytes: int = PROBE_BYTES,
     reader: LogReader | None = None,
@@ -372,20 +439,34 @@ def scan(
 ) -> ScanResult:
     """Read `stream` to its end (or give up on a non-log) and pass what it holds to `sink`.
 
-    `reader` continues a LogReader's state; `flush=False` leaves a failure still reading its
-    traceback pending in it (for a caller that reads on from where this stream ends).
+    `engine` is one of ENGINES (default: the fastest built, `best_engine()`; `fast=False`: the
+    reference, every line through LogReader). `reader` continues a LogReader's state;
+    `flush=False` leaves a failure still reading its traceback pending in it (for a caller that
+    reads on from where this stream ends).
     """
+    engine = engine or (best_engine() if fast else "reference")
+    if engine not in ENGINES or (engine == "native" and _linescan is None):
+        raise ValueError(f"no {engine} scanner here (have: {', '.join(e for e in ENGINES if e != 'native' or _linescan)})")
     collecting = gc.isenabled()
     gc.disable()  # findall makes a tuple per row: the collector would walk them all, for nothing
     try:
-        return _scan(stream, _Scanner(sink, reader), fast, block_size, probe_bytes, flush)
+        sc = _Scanner(sink, reader)
+        sc.result.engine = engine
+        process = {"native": sc.native_range, "regex": sc.fast_range, "reference": sc.slow_range}[engine]
+        return _scan(stream, sc, process, block_size, probe_bytes, flush)
     finally:
         if collecting:
             gc.enable()
 
 
-def _scan(stream: ByteSource, sc: _Scanner, fast: bool, block_size: int, probe_bytes: int, flush: bool) -> ScanResult:
-    process = sc.fast_range if fast else sc.slow_range
+def _scan(
+    stream: ByteSource,
+    sc: _Scanner,
+    process: Callable[[bytes, int, int], None],
+    block_size: int,
+    probe_bytes: int,
+    flush: bool,
+) -> ScanResult:
     res = sc.result
     rest = b""  # the start of a line that ends in a later chunk
     skipping = False  # inside a line longer than MAX_LONG_LINE

@@ -10,7 +10,7 @@ end of the previous range's traceback), scans the rest with a fresh `LogReader` 
 and hands its reader back; the parent feeds the kept lines to the previous range's reader, flushes
 it where the next record begins (as one reader would), and carries on with the worker's reader.
 
-Used only for plain regular files of at least `MIN_PARALLEL_BYTES`, where forking is available,
+Used only for plain regular files of at least `min_parallel_bytes()`, where forking is available,
 this process runs a single thread (the CLI) and the file's head reads as a log; anything else goes
 through `scan` in this process.
 """
@@ -32,14 +32,22 @@ from eagle3_tui.sglang.logline import (
     is_record_start,
     parse_line,
 )
-from eagle3_tui.sglang.logscan import MAX_LONG_LINE, ScanResult, ScanSink, scan
+from eagle3_tui.sglang.logscan import MAX_LONG_LINE, ScanResult, ScanSink, best_engine, scan
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["MIN_PARALLEL_BYTES", "default_jobs", "scan_path"]
+__all__ = ["MIN_PARALLEL_BYTES", "default_jobs", "min_parallel_bytes", "scan_path"]
 
-MIN_PARALLEL_BYTES = 32 << 20
+# Below these sizes one process is faster than forking workers and merging their records. The
+# compiled scanner reads ~1 GB/s: at 163 MB two workers took 0.6-0.8 s against 0.34-0.53 s alone
+# (benchmarks/parse_bench.py, 2-core VM); the regex scanner reads ~0.2 GB/s.
+MIN_PARALLEL_BYTES = {"native": 1 << 30, "regex": 32 << 20}
+
+
+def min_parallel_bytes() -> int:
+    """The smallest file worth workers, for the scanner this installation has."""
+    return MIN_PARALLEL_BYTES[best_engine()]
 PAIRS_PER_GROUP = 256  # the most a run can take (telemetry.runs.MAX_PAIRS)
 MAX_LEADING_LINES = 20_000  # more continuation lines than this at a cut: give up on workers
 MAX_JOBS = 8
@@ -217,9 +225,10 @@ def _head_is_log(path: str) -> bool:
     return any(not isinstance(parse_line(t.decode("utf-8", "replace")), Other) for t in head.split(b"\n")[:-1])
 
 
-def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: int = MIN_PARALLEL_BYTES) -> ScanResult:
+def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: int | None = None) -> ScanResult:
     """Like `scan(open(path, "rb"), sink)`, on up to `jobs` worker processes when it pays."""
     size = os.path.getsize(path)
+    min_bytes = min_parallel_bytes() if min_bytes is None else min_bytes
     n = default_jobs() if jobs is None else max(1, jobs)
     ctx = None
     if n > 1 and size >= min_bytes and _head_is_log(path):
@@ -241,7 +250,7 @@ def scan_path(path: str, sink: ScanSink, *, jobs: int | None = None, min_bytes: 
         with open(path, "rb") as f:
             return scan(f, sink)
 
-    out = ScanResult(workers=len(results))
+    out = ScanResult(workers=len(results), engine=best_engine())
 
     def emit(events: list[LogEvent]) -> None:
         for ev in events:

@@ -1,0 +1,337 @@
+/* The replay scanner's inner loop in C: one pass over a block of whole log lines.
+ *
+ * logscan.py's regex scanner spends most of its time finding line ends and reading SGLang's
+ * `[date time RANKS] ` prefix one regex step per byte; here memchr finds the line ends and each
+ * line is classified by comparing a few bytes. The meaning is the regex scanner's (logscan._ROW,
+ * logscan._bulk), line by line:
+ *
+ *   decode row   prefix, then `Decode batch[ [N]][.,] #running-req: ` and a body of at most
+ *                MAX_BODY bytes. Counted when its body holds `, gen throughput (token/s): ` once
+ *                (a body without `gen throughput` is skipped: RunSplitter does not count it); its
+ *                `, accept len: ` (and, when asked, `, accept rate: `) values are cut as texts.
+ *   boring       prefix, then an access line, a request dump, a Prefill line, a KV-cache
+ *                retraction or `Cache flushed successfully!`; or, with no prefix, an access line.
+ *   odd          anything else. An odd line holding one of the needles (logline.KEY_NEEDLES),
+ *                or a decode row whose keys are spelled or repeated otherwise, stops the scan:
+ *                the caller reads that line through LogReader, then calls again after it.
+ *
+ * scan(buf, pos, end, needles, want_rates) reads the lines between the newlines at `pos` and
+ * `end - 1` and returns (stop_a, stop_b, n, lens, tps, pairs, first, last, seen):
+ *   stop_a, stop_b  the newlines around the line that stopped the scan (both end - 1: none did);
+ *   n               decode rows counted before it; lens, tps: their value texts (bytes);
+ *   pairs           (accept len, accept rate) texts of the counted rows holding both, when
+ *                   want_rates (else empty);
+ *   first, last     the newline before the first and the last counted row (-1: none);
+ *   seen            whether any decode row was seen (the log is recognised as SGLang's).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define MAX_LINE 16384
+#define MAX_BODY (MAX_LINE - 200)
+
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+} span;
+
+static int starts(const char *p, const char *e, const char *lit, Py_ssize_t n) {
+    return e - p >= n && memcmp(p, lit, (size_t)n) == 0;
+}
+
+#define STARTS(p, e, lit) starts((p), (e), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Past SGLang's prefix (`\[.{19}[^\]\n]{0,41}+\] `), or NULL when the line has none. */
+static const char *after_prefix(const char *s, const char *e) {
+    if (e - s < 20 || *s != '[')
+        return NULL;
+    const char *q = s + 20, *lim = s + 61;
+    while (q < e && q < lim && *q != ']')
+        q++;
+    if (q + 1 < e && q[0] == ']' && q[1] == ' ')
+        return q + 2;
+    return NULL;
+}
+
+/* `<head>[ [\d{1,12}]][.,]` at p: past the separator, or NULL. */
+static const char *after_head(const char *p, const char *e, const char *head, Py_ssize_t n) {
+    if (!starts(p, e, head, n))
+        return NULL;
+    p += n;
+    if (e - p >= 2 && p[0] == ' ' && p[1] == '[') {
+        const char *d = p + 2;
+        while (d < e && d - (p + 2) < 12 && is_digit(*d))
+            d++;
+        if (d == p + 2 || d >= e || *d != ']')
+            return NULL;
+        p = d + 1;
+    }
+    if (p < e && (*p == '.' || *p == ','))
+        return p + 1;
+    return NULL;
+}
+
+static const char *skip_digits(const char *p, const char *e, int dots) {
+    while (p < e && (is_digit(*p) || (dots && *p == '.')))
+        p++;
+    return p;
+}
+
+static int only_cr(const char *p, const char *e) {
+    while (p < e && *p == '\r')
+        p++;
+    return p == e;
+}
+
+static int is_access(const char *m, const char *e) {
+    return e - m > 10 && memcmp(m, "INFO:     ", 10) == 0 && (is_digit(m[10]) || m[10] == ':' || m[10] == '[');
+}
+
+/* `KV cache pool is full. Retract requests. #retracted_reqs: N, [#aborted_retracted_reqs: N, ]
+ * #new_token_ratio: X -> Y` and nothing after but `\r`s. */
+static int is_retract(const char *m, const char *e) {
+    static const char head[] = "KV cache pool is full. Retract requests. #retracted_reqs: ";
+    if (!STARTS(m, e, head))
+        return 0;
+    const char *p = m + sizeof(head) - 1, *d = skip_digits(p, e, 0);
+    if (d == p || !STARTS(d, e, ", "))
+        return 0;
+    p = d + 2;
+    if (STARTS(p, e, "#aborted_retracted_reqs: ")) {
+        const char *q = p + 25, *d2 = skip_digits(q, e, 0);
+        if (d2 > q && STARTS(d2, e, ", "))
+            p = d2 + 2;
+    }
+    if (!STARTS(p, e, "#new_token_ratio: "))
+        return 0;
+    p += 18;
+    d = skip_digits(p, e, 1);
+    if (d == p || !STARTS(d, e, " -> "))
+        return 0;
+    p = d + 4;
+    d = skip_digits(p, e, 1);
+    return d > p && only_cr(d, e);
+}
+
+static int is_boring_message(const char *m, const char *e) {
+    if (is_access(m, e) || STARTS(m, e, "Receive: ") || STARTS(m, e, "Finish: "))
+        return 1;
+    if (after_head(m, e, "Prefill batch", 13))
+        return 1;
+    if (STARTS(m, e, "Cache flushed successfully!"))
+        return only_cr(m + 27, e);
+    return is_retract(m, e);
+}
+
+/* Where the three keys a decode body is cut by occur, and how often: one pass, a byte compare
+ * per byte (cheaper than a memmem per key on a line this short). */
+typedef struct {
+    const char *len, *rate, *tps;
+    int nlen, nrate, ntps;
+} body_keys;
+
+static void find_keys(const char *p, const char *e, body_keys *k) {
+    memset(k, 0, sizeof *k);
+    for (const char *q = p; e - q >= 10; q++) {
+        if (*q == 'a') {
+            if (memcmp(q, "accept len", 10) == 0) {
+                k->nlen++;
+                k->len = q;
+            } else if (e - q >= 11 && memcmp(q, "accept rate", 11) == 0) {
+                k->nrate++;
+                k->rate = q;
+            }
+        } else if (*q == 'g' && e - q >= 14 && memcmp(q, "gen throughput", 14) == 0) {
+            k->ntps++;
+            k->tps = q;
+        }
+    }
+}
+
+/* Whether a value may end at q (a `,` or the line end): `, ` follows, or nothing but `[, \t\r]`
+ * to the line end (the `(?=, |[, \t\r]*\n)` of logscan._END). */
+static int ends_value(const char *q, const char *e) {
+    if (e - q >= 2 && q[0] == ',' && q[1] == ' ')
+        return 1;
+    for (; q < e; q++)
+        if (*q != ',' && *q != ' ' && *q != '\t' && *q != '\r')
+            return 0;
+    return 1;
+}
+
+/* A value as `split(", ")` ends it after rstrip: the bytes up to the next `,`, when it may end
+ * there; otherwise no number (empty), as logscan._VALUE reads it. */
+static span value_at(const char *p, const char *e) {
+    const char *q = memchr(p, ',', (size_t)(e - p));
+    if (q == NULL)
+        q = e;
+    return ends_value(q, e) ? (span){p, q - p} : (span){p, 0};
+}
+
+/* tok/s: `\d{1,12}\.\d` when one more digit ends the value (replay bins it at 0.1 tok/s), else
+ * the plain value (logscan._TPS_VALUE). */
+static span tps_at(const char *p, const char *e) {
+    const char *d = skip_digits(p, e, 0);
+    Py_ssize_t k = d - p;
+    if (k >= 1 && k <= 12 && e - d >= 3 && d[0] == '.' && is_digit(d[1]) && is_digit(d[2]) && ends_value(d + 3, e))
+        return (span){p, k + 2};
+    return value_at(p, e);
+}
+
+/* The value after `, <key>: `, for a key found `count` times at `hit`: 0 (absent), 1 (value
+ * set) or -1 (spelled or repeated otherwise: the line is read exactly). */
+static int keyed(const char *body, const char *e, int count, const char *hit, Py_ssize_t n, span *out) {
+    if (count == 0)
+        return 0;
+    if (count > 1 || hit - body < 2 || hit[-2] != ',' || hit[-1] != ' ' || !STARTS(hit + n, e, ": "))
+        return -1;
+    *out = value_at(hit + n + 2, e);
+    return 1;
+}
+
+static int append_bytes(PyObject *list, span v) {
+    PyObject *b = PyBytes_FromStringAndSize(v.p, v.n);
+    if (b == NULL)
+        return -1;
+    int r = PyList_Append(list, b);
+    Py_DECREF(b);
+    return r;
+}
+
+static int holds_needle(const char *s, const char *e, PyObject *needles) {
+    Py_ssize_t k = PyTuple_GET_SIZE(needles);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *nd = PyTuple_GET_ITEM(needles, i);
+        Py_ssize_t n = PyBytes_GET_SIZE(nd);
+        if (n > 0 && n <= e - s && memmem(s, (size_t)(e - s), PyBytes_AS_STRING(nd), (size_t)n) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+typedef enum { ROW_ERROR = -1, ROW_SKIP, ROW_COUNTED, ROW_STOP } row_kind;
+
+/* One decode body: counted (values appended), skipped (no tok/s), or read exactly. */
+static row_kind decode_row(const char *body, const char *e, int want_rates, PyObject *lens, PyObject *tps,
+                           PyObject *pairs) {
+    span len = {0}, rate = {0}, tp;
+    body_keys k;
+    find_keys(body, e, &k);
+    if (k.ntps == 0)
+        return ROW_SKIP;
+    if (k.ntps > 1 || k.tps - body < 2 || k.tps[-2] != ',' || k.tps[-1] != ' ' || !STARTS(k.tps + 14, e, " (token/s): "))
+        return ROW_STOP;
+    tp = tps_at(k.tps + 26, e);
+    int kl = keyed(body, e, k.nlen, k.len, 10, &len);
+    if (kl < 0)
+        return ROW_STOP;
+    int kr = 0;
+    if (want_rates && kl > 0) {
+        kr = keyed(body, e, k.nrate, k.rate, 11, &rate);
+        if (kr < 0)
+            return ROW_STOP;
+    }
+    if (append_bytes(tps, tp) < 0 || (kl > 0 && append_bytes(lens, len) < 0))
+        return ROW_ERROR;
+    if (kr > 0) { /* texts that are no number are dropped by the sink, as parse_line drops them */
+        PyObject *pair = Py_BuildValue("(y#y#)", len.p, len.n, rate.p, rate.n);
+        if (pair == NULL || PyList_Append(pairs, pair) < 0) {
+            Py_XDECREF(pair);
+            return ROW_ERROR;
+        }
+        Py_DECREF(pair);
+    }
+    return ROW_COUNTED;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    PyObject *needles;
+    int want_rates;
+    if (!PyArg_ParseTuple(args, "y*nnO!p", &view, &pos, &end, &PyTuple_Type, &needles, &want_rates))
+        return NULL;
+    PyObject *lens = PyList_New(0), *tps = PyList_New(0), *pairs = PyList_New(0), *out = NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(needles, i))) {
+            PyErr_SetString(PyExc_TypeError, "needles must be bytes");
+            goto done;
+        }
+    if (lens == NULL || tps == NULL || pairs == NULL)
+        goto done;
+    if (pos < 0 || end > view.len || pos >= end) {
+        PyErr_SetString(PyExc_ValueError, "pos and end must lie in the buffer, pos < end");
+        goto done;
+    }
+    const char *buf = view.buf;
+    Py_ssize_t stop_a = end - 1, stop_b = end - 1, first = -1, last = -1, n = 0;
+    int seen = 0;
+    const char *nl = buf + pos, *stop = buf + end - 1;
+    while (nl < stop) {
+        const char *s = nl + 1;
+        const char *e = memchr(s, '\n', (size_t)(stop - nl));
+        if (e == NULL)
+            e = stop;
+        const char *m = after_prefix(s, e);
+        int odd;
+        if (m != NULL) {
+            const char *body = after_head(m, e, "Decode batch", 12);
+            if (body != NULL && STARTS(body, e, " #running-req: ") && e - (body + 15) <= MAX_BODY) {
+                seen = 1;
+                row_kind k = decode_row(body + 15, e, want_rates, lens, tps, pairs);
+                if (k == ROW_ERROR)
+                    goto done;
+                if (k == ROW_COUNTED) {
+                    if (first < 0)
+                        first = nl - buf;
+                    last = nl - buf;
+                    n++;
+                }
+                if (k == ROW_STOP) {
+                    stop_a = nl - buf;
+                    stop_b = e - buf;
+                    break;
+                }
+                odd = 0;
+            } else {
+                odd = !is_boring_message(m, e);
+            }
+        } else {
+            odd = !is_access(s, e);
+        }
+        if (odd && holds_needle(s, e, needles)) {
+            stop_a = nl - buf;
+            stop_b = e - buf;
+            break;
+        }
+        nl = e;
+    }
+    out = Py_BuildValue("(nnnOOOnni)", stop_a, stop_b, n, lens, tps, pairs, first, last, seen);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(lens);
+    Py_XDECREF(tps);
+    Py_XDECREF(pairs);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(buf, pos, end, needles, want_rates) -> (stop_a, stop_b, n, lens, tps, pairs, first, last, seen)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_linescan",
+    .m_doc = "The replay scanner's inner loop (see logscan.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__linescan(void) { return PyModule_Create(&module); }
