@@ -15,8 +15,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.eagle.predict import STANDARD_GRID  # standard library only at import
-
 if TYPE_CHECKING:
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import SweepResult, SweepStep
@@ -46,6 +44,7 @@ def prediction_grid(texts: Sequence[str], launch_command: Sequence[str] | None) 
         return []
     if texts:
         return parse_grid(texts)
+    from eagle3_tui.eagle.predict import STANDARD_GRID
     from eagle3_tui.session.sweep import served_config
 
     served = served_config(launch_command)
@@ -103,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from eagle3_tui.commands.hostcmds import _confirm, _profile
+    from eagle3_tui.eagle.predict import STANDARD_GRID
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import Sweep
 

@@ -29,6 +29,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_LINE 16384
@@ -204,13 +205,54 @@ static int append_bytes(PyObject *list, span v) {
     return r;
 }
 
-static int holds_needle(const char *s, const char *e, PyObject *needles) {
+/* The needles, indexed by their first two bytes: a bit per byte pair that starts one (8 KiB, in
+ * L1) and, for those pairs, which needles start so. Built again only when the tuple changes: a
+ * tqdm line of 2.5 KB is read once, not once per needle. */
+#define MAX_NEEDLES 64
+static PyObject *needles_cached; /* strong reference: its identity is the cache key */
+static uint8_t pair_bits[65536 / 8];
+static uint64_t pair_needles[65536];
+
+static unsigned pair_of(const char *p) { return (unsigned)(uint8_t)p[0] << 8 | (uint8_t)p[1]; }
+
+static int index_needles(PyObject *needles) {
+    if (needles == needles_cached)
+        return 0;
     Py_ssize_t k = PyTuple_GET_SIZE(needles);
+    if (k > MAX_NEEDLES) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 needles");
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *nd = PyTuple_GET_ITEM(needles, i);
-        Py_ssize_t n = PyBytes_GET_SIZE(nd);
-        if (n > 0 && n <= e - s && memmem(s, (size_t)(e - s), PyBytes_AS_STRING(nd), (size_t)n) != NULL)
-            return 1;
+        if (!PyBytes_Check(nd) || PyBytes_GET_SIZE(nd) < 2) {
+            PyErr_SetString(PyExc_ValueError, "needles must be bytes of two bytes or more");
+            return -1;
+        }
+    }
+    memset(pair_bits, 0, sizeof pair_bits);
+    memset(pair_needles, 0, sizeof pair_needles);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        unsigned pr = pair_of(PyBytes_AS_STRING(PyTuple_GET_ITEM(needles, i)));
+        pair_bits[pr >> 3] |= (uint8_t)(1u << (pr & 7));
+        pair_needles[pr] |= (uint64_t)1 << i;
+    }
+    Py_INCREF(needles);
+    Py_XSETREF(needles_cached, needles);
+    return 0;
+}
+
+static int holds_needle(const char *s, const char *e) {
+    for (const char *p = s; e - p >= 2; p++) {
+        unsigned pr = pair_of(p);
+        if (!(pair_bits[pr >> 3] & (1u << (pr & 7))))
+            continue;
+        for (uint64_t m = pair_needles[pr]; m; m &= m - 1) {
+            PyObject *nd = PyTuple_GET_ITEM(needles_cached, __builtin_ctzll(m));
+            Py_ssize_t n = PyBytes_GET_SIZE(nd);
+            if (n <= e - p && memcmp(p, PyBytes_AS_STRING(nd), (size_t)n) == 0)
+                return 1;
+        }
     }
     return 0;
 }
@@ -258,11 +300,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnO!p", &view, &pos, &end, &PyTuple_Type, &needles, &want_rates))
         return NULL;
     PyObject *lens = PyList_New(0), *tps = PyList_New(0), *pairs = PyList_New(0), *out = NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++)
-        if (!PyBytes_Check(PyTuple_GET_ITEM(needles, i))) {
-            PyErr_SetString(PyExc_TypeError, "needles must be bytes");
-            goto done;
-        }
+    if (index_needles(needles) < 0)
+        goto done;
     if (lens == NULL || tps == NULL || pairs == NULL)
         goto done;
     if (pos < 0 || end > view.len || pos >= end) {
@@ -305,7 +344,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         } else {
             odd = !is_access(s, e);
         }
-        if (odd && holds_needle(s, e, needles)) {
+        if (odd && holds_needle(s, e)) {
             stop_a = nl - buf;
             stop_b = e - buf;
             break;
