@@ -1,10 +1,14 @@
 """The server log, from the host to the listeners: follow -> LogReader -> run state -> emit.
 
 Lines arrive from `Host.follow` in batches. Each batch is parsed in a worker thread (the regexes are
-the expensive part, and 20,000 lines/s must not stall the UI's event loop), then, back on the loop,
-its events move the run state (`state.RunTracker`) and the telemetry at once, so the restart sees a
-ready or failure line as soon as it is read. What the listeners hear is batched: one `LogBatch` (and
-one `StatsUpdated` when decode stats came) at most every `EMIT_INTERVAL_S`.
+the expensive part, and 20,000 lines/s must not stall the UI's event loop); the worker also picks out
+the few events the loop acts on (`NOTABLE`: decode stats, failures, warnings, server args, the ready
+line; a busy server's log is mostly access lines and request dumps) and merges the DP ranks' decode
+stats, so the loop's work per batch is proportional to what matters, not to the lines. Back on the
+loop, those events move the run state (`state.RunTracker`) and the telemetry at once, so the restart
+sees a ready or failure line as soon as it is read. What the listeners hear is batched: one `LogBatch`
+(every line and every event, in order) and one `StatsUpdated` when decode stats came, at most every
+`EMIT_INTERVAL_S`.
 
 The telemetry is filed on the loop, not in the worker: its rings are read by the UI on the loop
 between two points of one reading, so a writer in another thread could tear a read.
@@ -18,13 +22,22 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import LogBatch, StatsUpdated
 from eagle3_tui.session.ranks import RankMerger
 from eagle3_tui.session.state import LogSwitched, RunTracker
-from eagle3_tui.sglang.logline import DecodeStats, Failure, LogEvent, LogReader, ServerArgs, ServerWarning
+from eagle3_tui.sglang.logline import (
+    DecodeStats,
+    Failure,
+    LogEvent,
+    LogReader,
+    ServerArgs,
+    ServerReady,
+    ServerWarning,
+)
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
@@ -38,6 +51,19 @@ RECENT_LINES = 400
 MAX_WARNINGS = 50
 
 FailureHook = Callable[[Failure], None]
+
+NOTABLE: frozenset[type] = frozenset({DecodeStats, Failure, ServerArgs, ServerWarning, ServerReady})
+"""The event types the feed acts on (the run state takes failures and the ready line); the others
+(access lines, request dumps, Prefill stats, anything else) only travel to the listeners."""
+
+
+@dataclass
+class Parsed:
+    """One batch as the worker leaves it: every event, and the notable ones with DP ranks merged."""
+
+    events: list[LogEvent] = field(default_factory=list)
+    notable: list[LogEvent] = field(default_factory=list)
+    """`events` of the NOTABLE types, in order; a DecodeStats as the whole server's line (RankMerger)."""
 
 
 class LogFeed:
@@ -129,35 +155,46 @@ class LogFeed:
     async def _ingest(self, lines: list[str]) -> None:
         if self.decode is not None:
             lines = self.decode(lines)
-        events = await asyncio.to_thread(self._parse, lines)
-        self._apply(lines, events, time.time())
+        now = time.time()
+        parsed = await asyncio.to_thread(self._parse, lines, now)
+        self._apply(lines, parsed, now)
 
-    def _parse(self, lines: Sequence[str]) -> list[LogEvent]:
+    def _parse(self, lines: Sequence[str], now: float | None) -> Parsed:
         events: list[LogEvent] = []
         with self._reader_lock:
             reader = self._reader
             for line in lines:
                 events.extend(reader.feed(line))
-        return events
+            return self._pick(events, now)
+
+    def _pick(self, events: list[LogEvent], now: float | None) -> Parsed:
+        """The notable events (in order), decode stats merged over the DP ranks; under the reader lock."""
+        notable = [ev for ev in events if type(ev) in NOTABLE]
+        merge = self._ranks.merge
+        for i, ev in enumerate(notable):
+            if isinstance(ev, DecodeStats):
+                notable[i] = merge(ev, now)
+        return Parsed(events, notable)
 
     def ingest_now(self, lines: Sequence[str], *, log_time: bool = False) -> None:
         """Parse and apply lines on the caller's thread and emit at once (a recorded log, a replay).
 
         `log_time`: file decode stats under the log's own timestamps instead of the wall clock.
         """
-        events = self._parse(lines)
-        self._apply(list(lines), events, None if log_time else time.time())
+        now = None if log_time else time.time()
+        self._apply(list(lines), self._parse(lines, now), now)
         self._emit_now()
 
     # ------------------------------------------------------------ applying
 
-    def _apply(self, lines: list[str], events: list[LogEvent], now: float | None) -> None:
+    def _apply(self, lines: list[str], parsed: Parsed, now: float | None) -> None:
         self._recent.extend(lines)
-        self._tracker.dispatch_all(events)
+        events = parsed.events
+        self._tracker.dispatch_all(parsed.notable)
         stats = False
-        for ev in events:
+        for ev in parsed.notable:
             if isinstance(ev, DecodeStats):
-                self._telemetry.ingest(self._ranks.merge(ev, now), now)
+                self._telemetry.ingest(ev, now)
                 stats = True
             elif isinstance(ev, Failure) and self._on_failure is not None:
                 self._on_failure(ev)
@@ -183,21 +220,23 @@ class LogFeed:
             if now - self._pending_since[1] < QUIET_FLUSH_S:
                 return
             self._pending_since = None
-            events = self._reader.flush()
+            now = time.time()
+            parsed = self._pick(self._reader.flush(), now)
         finally:
             self._reader_lock.release()
-        self._apply([], events, time.time())
+        self._apply([], parsed, now)
 
     async def settle(self) -> None:
         """Deliver a held failure now (the server is gone: no next record will come) and emit."""
-        events = await asyncio.to_thread(self._flush_locked)
-        self._apply([], events, time.time())
+        now = time.time()
+        parsed = await asyncio.to_thread(self._flush_locked, now)
+        self._apply([], parsed, now)
         self._emit_now()
 
-    def _flush_locked(self) -> list[LogEvent]:
+    def _flush_locked(self, now: float) -> Parsed:
         with self._reader_lock:
             self._pending_since = None
-            return self._reader.flush()
+            return self._pick(self._reader.flush(), now)
 
     def recent(self, n: int) -> list[str]:
         """The last `n` lines followed."""

@@ -15,6 +15,7 @@ from typing import Literal
 from eagle3_tui.sglang.logline import Failure, LogEvent, ServerReady, ServerWarning
 
 Level = Literal["bad", "warn", "good"]
+_LEVEL_TYPES = frozenset({Failure, ServerWarning, ServerReady})
 
 
 def event_level(event: LogEvent) -> Level | None:
@@ -48,6 +49,15 @@ class LineLevels:
     def add(self, lines: Sequence[str], events: Sequence[LogEvent]) -> bool:
         """Take one batch. True when a line of an earlier batch got its level only now (a failure
         whose record ended in this batch): what is already drawn must be redrawn."""
+        if not self._waiting and len(events) == len(lines) and _LEVEL_TYPES.isdisjoint(map(type, events)):
+            # The common batch, checked without a Python step per line: one event per line and none with
+            # a level (no failure, so no traceback line without its event). Each event is its own line, in
+            # order, so the walk below would mark nothing and leave nothing waiting.
+            return False
+        return self._walk(lines, events)
+
+    def _walk(self, lines: Sequence[str], events: Sequence[LogEvent]) -> bool:
+        """`add` event by event (any batch; `add` skips it for the common one)."""
         earlier = len(self._waiting)
         pending = [*self._waiting, *(ln.rstrip("\r\n") for ln in lines)]
         cursor = 0

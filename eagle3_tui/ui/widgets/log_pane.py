@@ -28,6 +28,7 @@ from textual.widgets import Input, Label, Log
 from eagle3_tui.sglang.logline import LogEvent
 from eagle3_tui.ui.format import wrap_line
 from eagle3_tui.ui.log_levels import Level, LineLevels
+from eagle3_tui.ui.widgets.pane_log import PaneLog
 
 
 class LogHighlighter(Highlighter):
@@ -84,7 +85,7 @@ class LogPane(Vertical):
 
     DEFAULT_CSS = """
     LogPane { height: 1fr; }
-    LogPane > #log-state { height: 1; color: $foreground-muted; }
+    LogPane > #log-state { height: 1; width: 1fr; color: $foreground-muted; }
     LogPane > #log-filter { display: none; height: 3; }
     LogPane.filtering > #log-filter { display: block; }
     LogPane > Log { height: 1fr; }
@@ -129,7 +130,7 @@ class LogPane(Vertical):
         yield Input(
             placeholder="regex filter (! inverts; empty clears; enter applies, esc closes)", id="log-filter"
         )
-        log = Log(max_lines=self.history.maxlen, highlight=True, id="log")
+        log = PaneLog(max_lines=self.history.maxlen, highlight=True, id="log")
         log.highlighter = self.highlighter
         yield log
 
@@ -289,12 +290,16 @@ class LogPane(Vertical):
             )
         if self.wrap:
             bits.append("wrap")
-        self.query_one("#log-state", Label).update(" · ".join(bits))
+        self._set_state(" · ".join(bits))
+
+    def _set_state(self, text: str) -> None:
+        # One row of fixed size: a new text never needs a layout of the screen (a key press would pay it).
+        self.query_one("#log-state", Label).update(text, layout=False)
 
     def tick(self) -> None:
         """Refresh the `+N new` counter while paused (once a second is enough)."""
         if self.paused:
-            self.query_one("#log-state", Label).update(
+            self._set_state(
                 f"[b]PAUSED[/b] (space resumes) · +{self.new_while_paused} new lines"
                 + (f" · filter /{escape(self.filter_text)}/" if self.filter_text else "")
             )

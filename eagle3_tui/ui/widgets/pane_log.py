@@ -1,0 +1,35 @@
+"""Textual's `Log` with the width of new lines measured where they are written.
+
+`Log.write_lines` (textual 8.2) starts a thread worker for every write to measure the new lines' width
+in cells, and that worker's answer sets the virtual size again: at ten writes a second while a busy
+server logs, that is ten threads a second competing with the event loop for the GIL, and a second
+layout of the whole screen after each write that widened the log. Lines that are printable ASCII (a
+log's lines, nearly always) are as many cells wide as they have characters, which `len` says at C
+speed; only the other lines are measured as `Log` does, and all of it on the spot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.cells import cell_len
+from textual.widgets import Log
+
+
+def max_cells(lines: Sequence[str]) -> int:
+    """The widest of `lines` in terminal cells, as `Log` renders them (tabs expanded, escapes replaced)."""
+    if not lines:
+        return 0
+    joined = "".join(lines)
+    if joined.isascii() and joined.isprintable():  # the usual batch: no Python step per line
+        return max(map(len, lines))
+    process = Log._process_line
+    return max(len(ln) if ln.isascii() and ln.isprintable() else cell_len(process(ln)) for ln in lines)
+
+
+class PaneLog(Log):
+    """A `Log` whose writes measure their lines at once instead of in a thread worker."""
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+        if lines:
+            self._update_maximum_width(updates, max_cells(lines))

@@ -1,0 +1,117 @@
+"""What keeps the log pane cheap while a busy server logs (issue 14), checked as behaviour, not time:
+the levels' shortcut for the common batch agrees with the event walk, the log measures its lines where
+they are written (no thread per write), and a key that toggles the pane's state lays nothing out."""
+
+from __future__ import annotations
+
+import random
+
+from rich.cells import cell_len
+from textual.app import App, ComposeResult
+from textual.widgets import Label, Log
+
+from eagle3_tui.sglang.logline import LogReader
+from eagle3_tui.sglang.logmix import DEFAULT_MIX, make_line
+from eagle3_tui.ui.log_levels import LineLevels
+from eagle3_tui.ui.widgets.log_pane import LogPane
+from eagle3_tui.ui.widgets.pane_log import PaneLog, max_cells
+
+
+def _mixed_lines(seed: int, n: int) -> list[str]:
+    """A busy server's lines, failures and warnings far more often than in life."""
+    rng = random.Random(seed)
+    kinds = [*DEFAULT_MIX, "asgi_traceback", "warning", "tqdm"]
+    weights = [*DEFAULT_MIX.values(), 0.05, 0.05, 0.02]
+    text = "".join(make_line(k, rng, 1775419200.0 + i) + "\n" for i, k in enumerate(rng.choices(kinds, weights, k=n)))
+    return text.split("\n")[:-1]
+
+
+def test_the_common_batch_shortcut_agrees_with_the_walk() -> None:
+    """Random batch cuts of a mixed log (tracebacks held over batches, warnings, tqdm's `\\r`): `add`,
+    which skips the walk for a batch of one plain event per line, leaves every line at the level the
+    walk alone gives, and says `late` for the same batches."""
+    for seed in range(6):
+        lines = _mixed_lines(seed, 3000)
+        rng = random.Random(100 + seed)
+        reader = LogReader()
+        fast, walk = LineLevels(), LineLevels()
+        shortcuts = 0
+        i = 0
+        while i < len(lines):
+            chunk = lines[i : i + rng.choice((1, 2, 5, 40, 300))]
+            i += len(chunk)
+            events = [ev for line in chunk for ev in reader.feed(line)]
+            shortcuts += not fast._waiting and len(events) == len(chunk)
+            assert fast.add(chunk, events) == walk._walk(chunk, events)
+            assert list(fast._waiting) == list(walk._waiting)
+        final = reader.flush()
+        assert fast.add([], final) == walk._walk([], final)
+        assert fast._levels == walk._levels
+        assert shortcuts > 0 and "bad" in fast._levels.values() and "warn" in fast._levels.values()
+
+
+def test_max_cells_is_the_width_log_measures() -> None:
+    cases = [
+        ["plain ascii", "a bit longer plain ascii"],
+        ["tab\tinside", "x"],
+        ["日本語のログ", "ab"],
+        ["\x1b[31mred\x1b[0m text", "b"],
+        ["Capturing batches (bs=4 avail_mem=61.3 GB):  73%|███████   | 17/23\rnext"],
+        ["bell\x07", "cr\r"],
+        [],
+    ]
+    for lines in cases:
+        want = max((cell_len(Log._process_line(ln)) for ln in lines), default=0)
+        assert max_cells(lines) == want, lines
+
+
+class _OneLog(App[None]):
+    def compose(self) -> ComposeResult:
+        yield PaneLog(id="log")
+
+
+async def test_a_write_is_measured_at_once_without_a_worker() -> None:
+    app = _OneLog()
+    async with app.run_test(size=(60, 10)) as pilot:
+        log = app.query_one(PaneLog)
+        lines = ["short", "x" * 150, "日本語" * 10]
+        log.write_lines(lines)
+        assert log.virtual_size.width == 150, "measured in the write, not later by a thread"
+        assert not list(app.workers), "no thread worker per write"
+        log.clear()
+        log.write_lines(["abc"])
+        assert log.virtual_size.width == 3
+        await pilot.pause()
+
+
+class _Pane(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LogPane(id="logpane")
+
+
+async def test_pause_and_wrap_keys_lay_out_nothing_for_the_state_line() -> None:
+    """The state row has a fixed size: its new text (PAUSED, wrap, the +N counter) repaints that row and
+    never asks for a layout of the whole screen."""
+    app = _Pane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines([f"line {i}" for i in range(50)])
+        pane.flush()
+        await pilot.pause()
+        label = pane.query_one("#log-state", Label)
+        asked: list[bool] = []
+        original = label.refresh
+
+        def spy(*regions, repaint=True, layout=False, recompose=False):  # type: ignore[no-untyped-def]
+            asked.append(layout)
+            return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        label.refresh = spy  # type: ignore[method-assign]
+        pane.action_pause()
+        pane.add_lines(["new while paused"])
+        pane.tick()
+        pane.action_pause()
+        pane.wrap = True
+        await pilot.pause()
+        assert asked and not any(asked)
+        assert "wrap" in str(label.render())
