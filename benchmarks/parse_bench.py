@@ -15,8 +15,13 @@ taken in one run are what to compare). Peak RSS is also taken on a quarter-size 
 it does not grow with the file. Replay runs with Python's bytecode cache on (in a temp dir), as
 an installed package does.
 
+`--each-class` also writes a log of each line class alone (up to 30 MB) and times the scan of it
+in this process (no interpreter start) with each scanner built here, against grep on the same file:
+which class of line costs what.
+
 Budget: replay >= 1/4 of grep's wall-clock speed on the mixed log (1/5 the floor); RSS < 150 MB.
 Usage: python benchmarks/parse_bench.py [--lines N] [--repeat K] [--mix access=0.3,decode=0.2,...] [--keep DIR]
+       [--each-class]
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eagle3_tui.sglang.logmix import DEFAULT_MIX, write_mixed_log
+from eagle3_tui.sglang.logmix import DEFAULT_MIX, LINE_CLASSES, make_line, write_mixed_log
 from eagle3_tui.sglang.logsynth import RunPlan, write_log
 
 
@@ -123,11 +128,12 @@ def bench_log(name: str, path: Path, lines: int, repeat: int, env: dict[str, str
             docs.append(json.loads(out))
     assert all(d["logs"] == docs[0]["logs"] for d in docs), "replay variants disagree"
     runs = docs[0]["logs"][0]["runs"]
+    scanner = docs[0]["logs"][0]["scanner"]
     med = {k: statistics.median(v) for k, v in wall.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
     size = path.stat().st_size
     print(f"\n{name} log: {lines:,} lines, {size / 1e6:.1f} MB, {len(runs)} runs, "
-          f"{sum(r['decode_lines'] for r in runs):,} decode lines; {load_before} before, {_load()} after")
+          f"{sum(r['decode_lines'] for r in runs):,} decode lines; {scanner} scanner; {load_before} before, {_load()} after")
     g = med["grep"]
     print(f"  grep -c 'accept len'       : {lines / g / 1e6:6.2f} M lines/s  ({g:.3f} s wall, {cmed['grep']:.3f} s CPU; "
           f"median of {repeat}; {hits:,} hits)")
@@ -143,12 +149,44 @@ def bench_log(name: str, path: Path, lines: int, repeat: int, env: dict[str, str
     return out
 
 
+def bench_each_class(tmp: Path, lines: int, repeat: int) -> None:
+    """Each line class alone: the in-process scan (every scanner built here) against grep."""
+    import io
+    import random
+
+    from eagle3_tui.sglang.logscan import ENGINES, best_engine, scan
+    from eagle3_tui.telemetry.runs import RunSplitter
+
+    engines = [e for e in ENGINES if e != "native" or best_engine() == "native"]
+    print(f"\neach line class alone (scan in this process, no interpreter start; median of {repeat}):")
+    grep_env = {**os.environ, "LC_ALL": "C"}
+    for name in sorted(LINE_CLASSES):
+        rng = random.Random(5)
+        avg = sum(len(make_line(name, rng, 1775419200.0)) + 1 for _ in range(50)) / 50
+        n = max(1000, min(lines // 10, int(30e6 / avg)))
+        path = tmp / f"class-{name}.log"
+        make_mixed_log(path, n, {name: 1.0})
+        data = path.read_bytes()
+        g = statistics.median(_timed(["grep", "-c", "accept len", str(path)], env=grep_env)[0] for _ in range(repeat))
+        cells = []
+        for engine in engines:
+            times = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                scan(io.BytesIO(data), RunSplitter(), engine=engine)
+                times.append(time.perf_counter() - t)
+            cells.append(f"{engine} 1/{statistics.median(times) / g:5.2f}")
+        print(f"  {name:15s} {len(data) / 1e6:6.1f} MB  grep {g:.3f} s  " + "  ".join(cells))
+        path.unlink()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--mix", help="line-class weights, e.g. access=0.33,decode=0.22 (default: logmix.DEFAULT_MIX)")
     ap.add_argument("--keep", metavar="DIR", help="write the logs here and keep them")
+    ap.add_argument("--each-class", action="store_true", help="also time each line class alone")
     a = ap.parse_args()
     mix = parse_mix(a.mix)
 
@@ -172,6 +210,8 @@ def main() -> int:
               f"-j 1 1/{1 / res_mixed['-j 1']:.2f}; CPU -j 1 1/{1 / res_mixed['-j 1 cpu']:.2f})  budget >= 1/4, floor 1/5: "
               f"{'OK' if best >= 1 / 4 else 'FLOOR MET' if best >= 1 / 5 else 'UNDER THE FLOOR'}")
         print(f"stats log, replay / grep speed : 1/{1 / max(res_stats['default'], res_stats['-j 1']):.2f} wall-clock at best")
+        if a.each_class:
+            bench_each_class(tmp, a.lines, a.repeat)
         peak = max(res_mixed["rss_mb"], res_stats["rss_mb"])
         print(f"replay peak RSS                : {peak:.1f} MB on {a.lines:,}-line logs, {rss_quarter / 1024:.1f} MB on "
               f"{n_quarter:,} lines (budget < 150 MB, flat)  {'OK' if peak < 150 else 'OVER BUDGET'}")

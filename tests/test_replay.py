@@ -549,7 +549,8 @@ def test_accept_len_values_out_of_the_plain_shape_agree_on_both_paths() -> None:
 # Decode rows the compiled scanner cuts itself next to ones it must hand to LogReader: a value
 # ending in `\r` at the line end, 2-decimal tok/s ending a line, keys spelled or repeated otherwise,
 # a row without tok/s between rows with it (RunSplitter drops it, its accept len too), a clock no
-# prefix parser reads, keys at the body's start, a Prefill row with an iteration number.
+# prefix parser reads, keys at the body's start, a Prefill row with an iteration number, lines in
+# other loggers' wrappers (one holding a needle itself, one over MAX_LINE with its wrapper).
 EDGE_ROWS = [
     "[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, accept len: 2.40\r",
     "[2026-04-05 20:00:01 TP0] Decode batch, #running-req: 1, accept len: 2.40, gen throughput (token/s): 126.74\r",
@@ -578,6 +579,24 @@ EDGE_ROWS = [
     "speculative_eagle_topk=1, speculative_num_draft_tokens=3)",
     "[2026-04-05 20:00:06 TP0] Decode batch, #running-req: 1, token usage: 0.10, accept len: 2.25, accept rate: 0.42, "
     "cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0, ",
+    # other loggers' wrappers (Ray, a log shipper), read as parse_line reads them
+    "(SGLangEngine pid=952, ip=127.0.0.1) [2026-04-05 20:00:07 TP0] Decode batch, #running-req: 1, accept len: 3.40, "
+    "accept rate: 0.60, gen throughput (token/s): 40.25, #queue-req: 0, ",
+    "[2026-04-05T20:00:07.123Z] pod-0 >> (raylet pid=7) [2026-04-05 20:00:07 DP1 TP8] Decode batch, #running-req: 1, "
+    "accept len: 3.50, gen throughput (token/s): 41.00, #queue-req: 0, ",
+    "(SGLangEngine pid=952) [2026-04-05 20:00:07] Receive: obj=GenerateReqInput(text='Scheduler hit an exception')",
+    '(SGLangEngine pid=952) [2026-04-05 20:00:07] INFO:     127.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK',
+    "(WARN pid=1) [2026-04-05 20:00:08 TP0] Decode batch, #running-req: 1, accept len: 3.60, "
+    "gen throughput (token/s): 42.00, #queue-req: 0, ",
+    "(a (nested) pid=1) [2026-04-05 20:00:08 TP0] Decode batch, #running-req: 1, accept len: 3.70, "
+    "gen throughput (token/s): 43.00, #queue-req: 0, ",
+    "(no pid here) [2026-04-05 20:00:08 TP0] Decode batch, #running-req: 1, accept len: 3.80, "
+    "gen throughput (token/s): 44.00, #queue-req: 0, ",
+    "(SGLangEngine pid=952) [2026-04-05 20:00:09 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    "(SGLangEngine pid=952)   File \"x.py\", line 1, in f",
+    "(SGLangEngine pid=952) RuntimeError: boom",
+    "(SGLangEngine pid=952) [2026-04-05 20:00:10 TP0] Decode batch, #running-req: 1, accept len: 2.10, "
+    "gen throughput (token/s): 45.00, #queue-req: 0, " + "x" * 16_400,
 ]
 
 
@@ -610,3 +629,22 @@ def test_the_compiled_scanner_is_built_where_ci_requires_it() -> None:
 def test_an_unbuilt_engine_is_refused_in_one_sentence() -> None:
     with pytest.raises(ValueError, match="no fastest scanner here"):
         scan(io.BytesIO(b"x\n"), RunSplitter(), engine="fastest")
+
+
+@pytest.mark.skipif(best_engine() != "native", reason="the compiled scanner is not built here")
+def test_the_compiled_scanner_refuses_bad_arguments_in_one_sentence() -> None:
+    from eagle3_tui.sglang import _linescan
+
+    data = b"\n[2026-04-05 20:00:00] The server is fired up and ready to roll!\n"
+    assert _linescan.scan(data, 0, len(data), (b"fired up",), False)[:2] == (0, len(data) - 1)  # stops at it
+    for args, message in [
+        ((data, 0, len(data) + 1, (b"ab",), False), "pos and end must lie in the buffer"),
+        ((data, 5, 5, (b"ab",), False), "pos < end"),
+        ((data, 0, len(data), (b"a",), False), "two bytes or more"),
+        ((data, 0, len(data), ("text",), False), "must be bytes"),
+        ((data, 0, len(data), tuple(b"n%02d" % i for i in range(65)), False), "at most 64 needles"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _linescan.scan(*args)
+    with pytest.raises(TypeError):
+        _linescan.scan("not bytes", 0, 1, (b"ab",), False)  # type: ignore[arg-type]

@@ -5,6 +5,9 @@
  * line is classified by comparing a few bytes. The meaning is the regex scanner's (logscan._ROW,
  * logscan._bulk), line by line:
  *
+ * A line may start with other loggers' wrappers (Ray's `(Name pid=N) `, logline._WRAPPER); they are
+ * skipped, and the line read as if they were not there (as parse_line reads it).
+ *
  *   decode row   prefix, then `Decode batch[ [N]][.,] #running-req: ` and a body of at most
  *                MAX_BODY bytes. Counted when its body holds `, gen throughput (token/s): ` once
  *                (a body without `gen throughput` is skipped: RunSplitter does not count it); its
@@ -58,6 +61,43 @@ static const char *after_prefix(const char *s, const char *e) {
     if (q + 1 < e && q[0] == ']' && q[1] == ' ')
         return q + 2;
     return NULL;
+}
+
+static int digits_at(const char *p, int n) {
+    for (int i = 0; i < n; i++)
+        if (!is_digit(p[i]))
+            return 0;
+    return 1;
+}
+
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+
+/* Past one wrapper another logger put in front of SGLang's line (logline._WRAPPER): Ray's
+ * `(Name pid=N, ...) ` or `[2025-12-09T10:00:00Z] name >> `; NULL when there is none. */
+static const char *after_wrapper(const char *s, const char *e) {
+    if (s < e && *s == '(') {
+        int pid = 0;
+        const char *q = s + 1;
+        for (; q < e && *q != '(' && *q != ')'; q++)
+            pid |= e - q >= 5 && memcmp(q, "pid=", 4) == 0 && is_digit(q[4]);
+        return pid && e - q >= 2 && q[0] == ')' && q[1] == ' ' ? q + 2 : NULL;
+    }
+    if (e - s < 12 || *s != '[' || !digits_at(s + 1, 4) || s[5] != '-' || !digits_at(s + 6, 2) || s[8] != '-' ||
+        !digits_at(s + 9, 2) || s[11] != 'T')
+        return NULL;
+    const char *q = memchr(s + 12, ']', (size_t)(e - s - 12));
+    if (q == NULL || e - q < 2 || q[1] != ' ')
+        return NULL;
+    const char *name = q + 2, *t = name;
+    while (t < e && !is_space(*t))
+        t++;
+    return t > name && STARTS(t, e, " >> ") ? t + 4 : NULL;
+}
+
+static const char *after_wrappers(const char *s, const char *e) {
+    for (const char *w; (w = after_wrapper(s, e)) != NULL;)
+        s = w;
+    return s;
 }
 
 /* `<head>[ [\d{1,12}]][.,]` at p: past the separator, or NULL. */
@@ -317,11 +357,16 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         const char *e = memchr(s, '\n', (size_t)(stop - nl));
         if (e == NULL)
             e = stop;
-        const char *m = after_prefix(s, e);
+        const char *w = after_wrappers(s, e), *m = after_prefix(w, e);
         int odd;
+        if (w > s && holds_needle(s, w)) { /* a wrapper that reads as an event itself: exactly */
+            stop_a = nl - buf;
+            stop_b = e - buf;
+            break;
+        }
         if (m != NULL) {
             const char *body = after_head(m, e, "Decode batch", 12);
-            if (body != NULL && STARTS(body, e, " #running-req: ") && e - (body + 15) <= MAX_BODY) {
+            if (body != NULL && STARTS(body, e, " #running-req: ") && e - (body + 15) <= MAX_BODY && e - s <= MAX_LINE) {
                 seen = 1;
                 row_kind k = decode_row(body + 15, e, want_rates, lens, tps, pairs);
                 if (k == ROW_ERROR)

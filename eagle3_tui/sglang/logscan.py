@@ -1,42 +1,41 @@
 """Reading a whole log file fast (replay), with the same meaning as `LogReader`.
 
-A Python loop over lines costs about 1 µs a line; `grep` reads 10-15 M lines/s. So one compiled
-pattern, `_ROW`, runs over each block of whole lines (`findall`, C speed) and returns only the
-lines that matter, already cut:
+A Python loop over lines costs about 1 µs a line; `grep` reads 10-15 M lines/s. Replay reads a file
+in blocks of whole lines and finds, per block, the few lines that matter; three readings exist
+(ENGINES), all giving the same events:
 
-- a Decode line in SGLang's shape (`[date time RANKS] Decode batch..., #running-req: ...`, within
-  a length bound) gives its body; the bodies of a stretch are joined, their `accept len` values
-  cut out by `split` and slices (SGLang's `d.dd`; `_ACCEPT_LEN` otherwise) and their tok/s read
-  by one short pattern (`_PLAIN_TPS`; `_GEN_TPS` otherwise), with counts of the keys that send any
-  stretch they do not explain (a key spelled or repeated otherwise) through LogReader instead;
-- any other line that is not provably uninteresting gives its text, with the traceback lines that
-  follow it (the lines LogReader would absorb: no record start, or longer than MAX_LINE), so a
-  failure and its traceback are one row.
+- `native` (`_linescan.c`, built by setup.py where a C compiler is): memchr finds each line end
+  and a few byte compares classify the line. A decode row in SGLang's shape (`[date time RANKS]
+  Decode batch..., #running-req: ...`, within a length bound) has its `accept len` and tok/s texts
+  cut in C and goes to the sink in bulk; an access line, a `--log-requests` dump, a Prefill line,
+  a KV-cache retraction or `Cache flushed successfully!` is skipped; any other line is searched
+  for the KEY_NEEDLES strings (every line parse_line turns into an event a replay uses holds one)
+  in one pass. The scan stops at a line holding one, or at a decode row it cannot cut (a key
+  spelled or repeated otherwise), and that line goes through LogReader, with the traceback after a
+  failure; then it carries on.
+- `regex`, where the C module is not built: one compiled pattern, `_ROW`, runs over the block
+  (`findall`) and returns the decode bodies and the odd rows with their tracebacks; the bodies of a
+  stretch are joined and cut by `split`, slices and short patterns, and a stretch they do not
+  explain goes through LogReader. About 3.5x slower than `native`.
+- `reference` (`fast=False`): every line through LogReader, what the other two are tested against
+  (tests/test_replay.py: random logs of a busy server's line mix, eagle3_tui.sglang.logmix, and
+  of decode rows in every odd shape).
 
-Lines that can only be an access line, a `--log-requests` dump, a Prefill line (never an event a
-replay uses), a KV-cache retraction notice or `Cache flushed successfully!` make the pattern fail
-at their start: they cost no Python. The odd rows of a block are checked at once for `KEY_NEEDLES`
-(every line parse_line turns into such an event holds one); the few that hold one are found in the
-block and fed line by line through LogReader, and the decode rows between them go to the sink in
-bulk. Logs in other loggers' wrappers (Ray, Kubernetes, Python logging) are odd rows: read right,
-through LogReader, more slowly.
-
-`fast=False` feeds every line through LogReader: the reference the fast path is tested against
-(tests/test_replay.py, over a busy server's line mix, eagle3_tui.sglang.logmix). They can differ
-only on lines built to look like SGLang's and not be: a Decode line repeating a key while another
-lacks it; a 19-60 character bracket opening a line that holds a stat header itself; a line over
-MAX_LINE bytes but not characters. Memory is bounded by the block size; a line longer than
+They can differ only on lines built to look like SGLang's and not be: a 19-60 character bracket
+opening a line that holds a stat header itself; a line over MAX_LINE bytes but not characters.
+The native scanner skips other loggers' wrappers (Ray's `(Name pid=N) `, a shipper's `[...T...]
+name >> `) as parse_line does; logs in Python logging's format, and wrapped lines on the regex
+scanner, are odd lines that hold a needle: read right, through LogReader, more slowly. So are logs
+made mostly of warnings or tracebacks: each of those lines is parsed on its own (benchmarks/
+parse_bench.py --each-class shows the cost per class of line). Memory is bounded by the block size; a line longer than
 MAX_LONG_LINE is dropped unread.
 
-Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, three runs): on a busy server's
-mix (163 MB) 1/8.0 of `LC_ALL=C grep -c 'accept len'` at best (0.84 s against 0.104 s; 1/10.4 and
-1/10.9 in the others), on a log of stat lines (140 MB) 1/10.6 at best (1/13.4, 1/13.7); 44 MB peak
-RSS on either. Under the 1/5 floor of issue 14. Where it goes (callgrind, instructions per line of
-the mix, ~4.8k in all): the row pattern ~2.5k (the engine's search for each newline ~5 per byte,
-SGLang's prefix ~0.4-0.65k, each literal character of a message ~35), the decode values ~1.2k, the
-sink's counters ~0.5k. Per class of line: access 1.5k, request dump 2.3-2.5k, Prefill 2.6k,
-KV-cache retraction 4.5k, Decode ~11k all told. Workers (logscan_parallel) help only on idle, real
-cores: on this VM's two hyperthreads they do not.
+Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, with the other core busy): on a
+busy server's mix (163 MB) 1/3.2 of `LC_ALL=C grep -c 'accept len'` (0.32 s against 0.10 s, of it
+~0.09 s interpreter start and imports), on a log of stat lines (140 MB) 1/3.2; 44 MB peak RSS on
+either, the same at 250k lines. The regex scanner read the mix at 1/8.0. Workers
+(logscan_parallel) start at 1 GiB with the native scanner: below that forking costs more than it
+saves.
 """
 
 from __future__ import annotations
