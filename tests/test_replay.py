@@ -648,3 +648,19 @@ def test_the_compiled_scanner_refuses_bad_arguments_in_one_sentence() -> None:
             _linescan.scan(*args)
     with pytest.raises(TypeError):
         _linescan.scan("not bytes", 0, 1, (b"ab",), False)  # type: ignore[arg-type]
+
+
+def test_without_the_compiled_scanner_replay_reads_the_same_and_says_so() -> None:
+    """An install with no C compiler (the module blocked here) replays with the regex scanner."""
+    code = (
+        "import sys; sys.modules['eagle3_tui.sglang._linescan'] = None; "
+        "from eagle3_tui.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    blocked = subprocess.run([sys.executable, "-c", code, "replay", "--json", "--sample"], capture_output=True, timeout=120)
+    plain = subprocess.run([sys.executable, "-m", "eagle3_tui", "replay", "--json", "--sample"], capture_output=True, timeout=120)
+    assert blocked.returncode == 0 == plain.returncode, blocked.stderr
+    a, b = json.loads(blocked.stdout)["logs"][0], json.loads(plain.stdout)["logs"][0]
+    assert a["scanner"] == "regex" and b["scanner"] == best_engine()
+    assert a["runs"] == b["runs"]
+    text = subprocess.run([sys.executable, "-c", code, "replay", "--sample"], capture_output=True, text=True, timeout=120)
+    assert "regex scanner: the compiled one is not built here" in text.stdout.splitlines()[0]
