@@ -16,11 +16,13 @@
  *                retraction or `Cache flushed successfully!`; or, with no prefix, an access line.
  *   odd          anything else. An odd line holding one of the needles (logline.KEY_NEEDLES),
  *                or a decode row whose keys are spelled or repeated otherwise, stops the scan:
- *                the caller reads that line through LogReader, then calls again after it.
+ *                the caller reads that line (and a run of such lines after it, stop_run_end)
+ *                through LogReader, then calls again after them.
  *
  * scan(buf, pos, end, needles, want_rates) reads the lines between the newlines at `pos` and
  * `end - 1` and returns (stop_a, stop_b, n, lens, tps, pairs, first, last, seen):
- *   stop_a, stop_b  the newlines around the line that stopped the scan (both end - 1: none did);
+ *   stop_a, stop_b  the newlines around the lines that stopped the scan (both end - 1: none
+ *                   did): the line, and those after it up to the last of a run of such lines;
  *   n               decode rows counted before it; lens, tps: their value texts (bytes);
  *   pairs           (accept len, accept rate) texts of the counted rows holding both, when
  *                   want_rates (else empty);
@@ -299,7 +301,8 @@ static int holds_needle(const char *s, const char *e) {
 
 typedef enum { ROW_ERROR = -1, ROW_SKIP, ROW_COUNTED, ROW_STOP } row_kind;
 
-/* One decode body: counted (values appended), skipped (no tok/s), or read exactly. */
+/* One decode body: counted (values appended; with tps NULL only classified), skipped (no
+ * tok/s), or read exactly. */
 static row_kind decode_row(const char *body, const char *e, int want_rates, PyObject *lens, PyObject *tps,
                            PyObject *pairs) {
     span len = {0}, rate = {0}, tp;
@@ -319,6 +322,8 @@ static row_kind decode_row(const char *body, const char *e, int want_rates, PyOb
         if (kr < 0)
             return ROW_STOP;
     }
+    if (tps == NULL)
+        return ROW_COUNTED;
     if (append_bytes(tps, tp) < 0 || (kl > 0 && append_bytes(lens, len) < 0))
         return ROW_ERROR;
     if (kr > 0) { /* texts that are no number are dropped by the sink, as parse_line drops them */
@@ -330,6 +335,54 @@ static row_kind decode_row(const char *body, const char *e, int want_rates, PyOb
         Py_DECREF(pair);
     }
     return ROW_COUNTED;
+}
+
+/* One line: skipped, counted (a decode row, values appended unless tps is NULL), to be read
+ * exactly (ROW_STOP), or an error. `*decode` says whether it was a decode row. */
+static row_kind classify(const char *s, const char *e, int want_rates, PyObject *lens, PyObject *tps,
+                         PyObject *pairs, int *decode) {
+    const char *w = after_wrappers(s, e), *m = after_prefix(w, e);
+    *decode = 0;
+    if (w > s && holds_needle(s, w)) /* a wrapper that reads as an event itself */
+        return ROW_STOP;
+    int odd;
+    if (m != NULL) {
+        const char *body = after_head(m, e, "Decode batch", 12);
+        if (body != NULL && STARTS(body, e, " #running-req: ") && e - (body + 15) <= MAX_BODY && e - s <= MAX_LINE) {
+            *decode = 1;
+            return decode_row(body + 15, e, want_rates, lens, tps, pairs);
+        }
+        odd = !is_boring_message(m, e);
+    } else {
+        odd = !is_access(s, e);
+    }
+    return odd && holds_needle(s, e) ? ROW_STOP : ROW_SKIP;
+}
+
+/* The end of the line starting at s (the block's last newline when none comes before it). */
+static const char *line_end(const char *s, const char *stop) {
+    const char *e = memchr(s, '\n', (size_t)(stop - s + 1));
+    return e != NULL ? e : stop;
+}
+
+/* Past a line to be read exactly, the lines that follow it go the same way while lines to be read
+ * so come at most STOP_GAP lines apart: a log of warnings or tracebacks goes to LogReader in runs,
+ * not a call per line. (Any run of whole lines read exactly gives the same events.) */
+#define STOP_GAP 2
+
+static const char *stop_run_end(const char *e, const char *stop, int want_rates) {
+    int gap = 0, decode;
+    for (const char *q = e; q < stop && gap <= STOP_GAP;) {
+        const char *e2 = line_end(q + 1, stop);
+        if (classify(q + 1, e2, want_rates, NULL, NULL, NULL, &decode) == ROW_STOP) {
+            e = e2;
+            gap = 0;
+        } else {
+            gap++;
+        }
+        q = e2;
+    }
+    return e;
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
@@ -350,49 +403,24 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     const char *buf = view.buf;
     Py_ssize_t stop_a = end - 1, stop_b = end - 1, first = -1, last = -1, n = 0;
-    int seen = 0;
+    int seen = 0, decode;
     const char *nl = buf + pos, *stop = buf + end - 1;
     while (nl < stop) {
-        const char *s = nl + 1;
-        const char *e = memchr(s, '\n', (size_t)(stop - nl));
-        if (e == NULL)
-            e = stop;
-        const char *w = after_wrappers(s, e), *m = after_prefix(w, e);
-        int odd;
-        if (w > s && holds_needle(s, w)) { /* a wrapper that reads as an event itself: exactly */
+        const char *e = line_end(nl + 1, stop);
+        row_kind k = classify(nl + 1, e, want_rates, lens, tps, pairs, &decode);
+        seen |= decode;
+        if (k == ROW_ERROR)
+            goto done;
+        if (k == ROW_STOP) {
             stop_a = nl - buf;
-            stop_b = e - buf;
+            stop_b = stop_run_end(e, stop, want_rates) - buf;
             break;
         }
-        if (m != NULL) {
-            const char *body = after_head(m, e, "Decode batch", 12);
-            if (body != NULL && STARTS(body, e, " #running-req: ") && e - (body + 15) <= MAX_BODY && e - s <= MAX_LINE) {
-                seen = 1;
-                row_kind k = decode_row(body + 15, e, want_rates, lens, tps, pairs);
-                if (k == ROW_ERROR)
-                    goto done;
-                if (k == ROW_COUNTED) {
-                    if (first < 0)
-                        first = nl - buf;
-                    last = nl - buf;
-                    n++;
-                }
-                if (k == ROW_STOP) {
-                    stop_a = nl - buf;
-                    stop_b = e - buf;
-                    break;
-                }
-                odd = 0;
-            } else {
-                odd = !is_boring_message(m, e);
-            }
-        } else {
-            odd = !is_access(s, e);
-        }
-        if (odd && holds_needle(s, e)) {
-            stop_a = nl - buf;
-            stop_b = e - buf;
-            break;
+        if (k == ROW_COUNTED) {
+            if (first < 0)
+                first = nl - buf;
+            last = nl - buf;
+            n++;
         }
         nl = e;
     }
