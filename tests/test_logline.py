@@ -496,3 +496,36 @@ def test_watchdog_timeouts_are_named_before_the_sigquit_they_cause():
     assert old.kind == new.kind == "watchdog-timeout"
     help_text = parse_line("  --watchdog-timeout WATCHDOG_TIMEOUT  Set watchdog timeout in seconds.")
     assert not isinstance(help_text, Failure)
+
+
+def _split_prefix_by_definition(text: str, end: int) -> tuple[float | None, dict[str, int], int] | None:
+    """The last SGLang bracket before `end`, read with epoch_of (split_prefix takes shortcuts)."""
+    from eagle3_tui.sglang.logline import _SGLANG_PREFIX, _ranks, epoch_of
+
+    last = None
+    for m in _SGLANG_PREFIX.finditer(text, 0, end):
+        last = m
+    if last is None:
+        return None
+    return epoch_of(*last.group(1, 2, 3, 4, 5)), _ranks(last.group(6)), last.end()
+
+
+_PREFIX_PARTS = st.sampled_from(
+    ["[2026-04-05 20:00:01] ", "[2026-04-05 20:00:01.250 TP0] ", "[2026-04-05 20:00:01,5 DP1 TP8] ", "[2026-13-05 20:00:01] ",
+     "[2026-04-05 25:00:01] ", "(Ray pid=3) ", "[x] ", "[", "Decode batch, #running-req: 1", " text ", "]"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PREFIX_PARTS, max_size=6), st.integers(0, 200))
+def test_split_prefix_reads_the_last_sglang_bracket_as_defined(parts: list[str], cut: int) -> None:
+    from eagle3_tui.sglang.logline import split_prefix
+
+    text = "".join(parts)
+    end = min(cut, len(text))
+    expected = _split_prefix_by_definition(text, end)
+    got = split_prefix(text, end)
+    if expected is not None:
+        assert got == expected
+    # the same second read twice (the cache) gives the same time
+    assert split_prefix(text, end) == got

@@ -49,7 +49,12 @@ MAX_TRACEBACK_HEAD = 8
 MAX_TRACEBACK_TAIL = 56
 
 
-@dataclass(frozen=True, slots=True)
+# The per-line events of a busy log (stat and access lines) are plain, not frozen, dataclasses: a
+# frozen one's __init__ sets each field through object.__setattr__, 4.8 µs against 0.65 µs for 14
+# fields (Python 3.11), and a live log makes 20,000 of them a second. Treat them as read-only.
+
+
+@dataclass(slots=True)
 class DecodeStats:
     """One `Decode batch` line: stats averaged over the last `decode_log_interval` iterations."""
 
@@ -69,7 +74,7 @@ class DecodeStats:
     graph_backend: str | None = None  # "cuda graph", "npu graph", "cpu graph", "musa graph"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PrefillStats:
     """One `Prefill batch` line. Prefill lines never carry speculative fields."""
 
@@ -157,7 +162,7 @@ class ServerWarning:
     line: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HttpAccess:
     """A uvicorn access line: `INFO:     127.0.0.1:40052 - "POST /generate HTTP/1.1" 200 OK`."""
 
@@ -255,6 +260,26 @@ def _ranks(tags: str) -> dict[str, int]:
     return dict(known)
 
 
+_second_cache: dict[str, float | None] = {}
+
+
+def _prefix_time(m: re.Match[str]) -> float | None:
+    """epoch_of for an _SGLANG_PREFIX match; the whole second is cached by its text (the lines of
+    a busy log share it), the fraction added as epoch_of adds it."""
+    key = m.string[m.start(1) : m.end(4)]
+    if key in _second_cache:
+        base = _second_cache[key]
+    else:
+        base = epoch_of(m.group(1), m.group(2), m.group(3), m.group(4), None)
+        if len(_second_cache) > 4096:
+            _second_cache.clear()
+        _second_cache[key] = base
+    frac = m.group(5)
+    if base is None or not frac:
+        return base
+    return base + int(frac) / (10 ** len(frac))
+
+
 def split_prefix(text: str, end: int | None = None) -> tuple[float | None, dict[str, int], int]:
     """Timestamp, rank tags and the offset where the message starts, for `text[:end]`.
 
@@ -263,12 +288,13 @@ def split_prefix(text: str, end: int | None = None) -> tuple[float | None, dict[
     """
     if end is None:
         end = len(text)
-    last = None
-    for m in _SGLANG_PREFIX.finditer(text, 0, end):
-        last = m
+    last = _SGLANG_PREFIX.match(text, 0, end)
+    if last is None or text.find("[", last.end(), end) >= 0:  # not alone at the start: find the last
+        last = None
+        for m in _SGLANG_PREFIX.finditer(text, 0, end):
+            last = m
     if last is not None:
-        ts = epoch_of(last.group(1), last.group(2), last.group(3), last.group(4), last.group(5))
-        return ts, _ranks(last.group(6)), last.end()
+        return _prefix_time(last), _ranks(last.group(6)), last.end()
     pos = _strip_wrappers(text)
     m2 = _ANY_DATETIME.match(text, pos)
     if m2 is not None and m2.start() < end:
