@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -106,9 +107,18 @@ def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Call
     return make_app(lifecycle=lifecycle, profile=profile, boot_screen=False, **options), lambda: None
 
 
+def freeze_startup_heap() -> None:
+    """Take what the imports built (modules, classes, functions: alive as long as the process) out of
+    the garbage collector's sight (`gc.freeze`), so the collections of the start scan only new objects.
+    Measured: the console's imports leave ~57k objects, and a full collection fell due just before the
+    first frame (30-40 ms of it on a 2-core VM); a bare Textual app's ~39k never reach one."""
+    gc.freeze()
+
+
 def run_console(args: argparse.Namespace) -> int:
     """Entry from cli.py when no subcommand is given."""
     app, cleanup = build_app(args)
+    freeze_startup_heap()
     try:
         code = app.run()
     finally:

@@ -10,21 +10,28 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Literal
+from functools import cache
+from typing import TYPE_CHECKING, Literal
 
-from eagle3_tui.sglang.logline import Failure, LogEvent, ServerReady, ServerWarning
+if TYPE_CHECKING:
+    from eagle3_tui.sglang.logline import LogEvent
 
 Level = Literal["bad", "warn", "good"]
-_LEVEL_TYPES = frozenset({Failure, ServerWarning, ServerReady})
+
+
+@cache
+def _level_types() -> dict[type, Level]:
+    """The event types that give their line a level (the log model is imported with the first batch,
+    not on the way to the console's first frame)."""
+    from eagle3_tui.sglang.logline import Failure, ServerReady, ServerWarning
+
+    return {Failure: "bad", ServerWarning: "warn", ServerReady: "good"}
 
 
 def event_level(event: LogEvent) -> Level | None:
-    if isinstance(event, Failure):
-        return "bad"
-    if isinstance(event, ServerWarning):
-        return "warn"
-    if isinstance(event, ServerReady):
-        return "good"
+    for kind, level in _level_types().items():
+        if isinstance(event, kind):
+            return level
     return None
 
 
@@ -49,7 +56,7 @@ class LineLevels:
     def add(self, lines: Sequence[str], events: Sequence[LogEvent]) -> bool:
         """Take one batch. True when a line of an earlier batch got its level only now (a failure
         whose record ended in this batch): what is already drawn must be redrawn."""
-        if not self._waiting and len(events) == len(lines) and _LEVEL_TYPES.isdisjoint(map(type, events)):
+        if not self._waiting and len(events) == len(lines) and _level_types().keys().isdisjoint(map(type, events)):
             # The common batch, checked without a Python step per line: one event per line and none with
             # a level (no failure, so no traceback line without its event). Each event is its own line, in
             # order, so the walk below would mark nothing and leave nothing waiting.
@@ -72,7 +79,7 @@ class LineLevels:
             level = event_level(event)
             if level is not None:
                 late |= self._mark(pending, index, index + 1, level, earlier)
-            failure_open = isinstance(event, Failure)
+            failure_open = level == "bad"
             cursor = index + 1
         if failure_open:
             late |= self._mark(pending, cursor, len(pending), "bad", earlier)

@@ -115,3 +115,34 @@ async def test_pause_and_wrap_keys_lay_out_nothing_for_the_state_line() -> None:
         await pilot.pause()
         assert asked and not any(asked)
         assert "wrap" in str(label.render())
+
+
+async def test_the_filter_box_is_mounted_by_the_first_slash() -> None:
+    """Not on the first frame (an Input is not cheap and is hidden there); `/` mounts and focuses it, and a
+    filter set before any `/` applies all the same."""
+    from textual.widgets import Input
+
+    app = _Pane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        pane = app.query_one(LogPane)
+        assert not pane.query(Input)
+        pane.add_lines(["keep me", "drop me"])
+        assert pane.set_filter("keep") and list(pane.log_widget.lines) == ["keep me"]
+        assert pane.set_filter("(bad") is False
+        await pane.action_filter()
+        await pilot.pause()
+        box = pane.query_one("#log-filter", Input)
+        assert app.focused is box and box.value == "keep"
+        await pane.action_filter()
+        assert len(pane.query(Input)) == 1
+
+
+def test_the_console_imports_no_log_model_before_its_first_frame() -> None:
+    """The app and its first screen's modules leave the log model (a page of regexes) to the session."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import eagle3_tui.ui.launch, eagle3_tui.ui.app; "
+            "print(sorted(m for m in sys.modules if m.startswith(('eagle3_tui.sglang', 'eagle3_tui.session'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -25,10 +25,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Input, Label, Log
 
-from eagle3_tui.sglang.logline import LogEvent
 from eagle3_tui.ui.format import wrap_line
 from eagle3_tui.ui.log_levels import Level, LineLevels
 from eagle3_tui.ui.widgets.pane_log import PaneLog
+
+if TYPE_CHECKING:  # the log model comes with the session, after the first frame
+    from eagle3_tui.sglang.logline import LogEvent
 
 
 class LogHighlighter(Highlighter):
@@ -126,10 +128,8 @@ class LogPane(Vertical):
         self.highlighter = LogHighlighter(self.levels)
 
     def compose(self) -> ComposeResult:
+        # The filter box is mounted by the first `/` (an Input is not cheap, and the first frame hides it).
         yield Label("", id="log-state")
-        yield Input(
-            placeholder="regex filter (! inverts; empty clears; enter applies, esc closes)", id="log-filter"
-        )
         log = PaneLog(max_lines=self.history.maxlen, highlight=True, id="log")
         log.highlighter = self.highlighter
         yield log
@@ -224,14 +224,21 @@ class LogPane(Vertical):
         self._update_state()
 
     # -- filter --------------------------------------------------------------------------------
+    def _filter_box(self) -> Input | None:
+        boxes = self.query("#log-filter").results(Input)
+        return next(boxes, None)
+
     def set_filter(self, text: str) -> bool:
+        box = self._filter_box()
         try:
             pattern, inverted = compile_filter(text)
         except re.error as err:
             self.post_message(self.FilterError(f"bad regex {text!r}: {err}"))
-            self.query_one("#log-filter", Input).add_class("-invalid")
+            if box is not None:
+                box.add_class("-invalid")
             return False
-        self.query_one("#log-filter", Input).remove_class("-invalid")
+        if box is not None:
+            box.remove_class("-invalid")
         self.pattern, self.inverted, self.filter_text = pattern, inverted, text if pattern else ""
         self.rebuild()
         self.post_message(self.FilterChanged(self.filter_text))
@@ -248,9 +255,12 @@ class LogPane(Vertical):
             return self.has_class("filtering")  # otherwise esc belongs to whoever is next in line
         return True
 
-    def action_filter(self) -> None:
+    async def action_filter(self) -> None:
+        box = self._filter_box()
+        if box is None:
+            box = Input(placeholder="regex filter (! inverts; empty clears; enter applies, esc closes)", id="log-filter")
+            await self.mount(box, before=self.log_widget)
         self.add_class("filtering")
-        box = self.query_one("#log-filter", Input)
         box.value = self.filter_text
         box.focus()
         box.select_all()  # typing replaces the old filter; arrows keep it
