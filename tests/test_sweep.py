@@ -139,7 +139,8 @@ async def _story(session: Session, *, cancel: bool) -> None:
 
 
 def test_check_prediction_grid_and_table() -> None:
-    from eagle3_tui.commands.sweep import STANDARD_GRID, format_predictions, prediction_grid
+    from eagle3_tui.commands.sweep import format_predictions, prediction_grid
+    from eagle3_tui.eagle.predict import STANDARD_GRID
     from eagle3_tui.errors import UserError
 
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3",
