@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -127,15 +128,16 @@ def rss_mib() -> float:
 
 
 WRITER_CHILD = r"""
-import sys, time
+import os, sys, time
 sys.path.insert(0, sys.argv[5])
 from ui_bench import _batch
 path, total, rate, batch = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+parent = os.getppid()
 text = _batch(batch)
 written = 0
 start = time.perf_counter()
 with open(path, "a", encoding="utf-8") as f:
-    while written < total:
+    while written < total and os.getppid() == parent:  # the bench gone (killed): stop too
         f.write(text)
         f.flush()
         written += batch
@@ -189,6 +191,14 @@ def _load() -> str:
 
 
 async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: bool) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        return await _stream_in(tmp, lines_per_s, total, presses, mem)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the log: up to 130 MB a run
+
+
+async def _stream_in(tmp: Path, lines_per_s: float | None, total: int, presses: int, mem: bool) -> dict[str, float]:
     from textual import events
 
     from eagle3_tui.profile import Profile
@@ -197,7 +207,6 @@ async def stream_run(lines_per_s: float | None, total: int, presses: int, mem: b
     from eagle3_tui.ui.options import Lifecycle
     from eagle3_tui.ui.widgets.log_pane import LogPane
 
-    tmp = Path(tempfile.mkdtemp())
     log = tmp / "server.log"
     log.write_text("")
     session = Session(Profile(name="bench", local=True, log_path=str(log), state_dir=str(tmp / "state")))

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -37,6 +38,10 @@ from eagle3_tui.ui.widgets.log_pane import LogPane
 
 if TYPE_CHECKING:
     from eagle3_tui.session import Session
+
+
+SWITCH_INTERVAL_S = 0.001
+"""The GIL switch interval while the console runs (see `Eagle3App._on_mount_switch_interval`)."""
 
 
 def _console_commands() -> Any:
@@ -84,6 +89,7 @@ class Eagle3App(App[int]):
         self.user_theme_names: set[str] = set()
         self._theme_errors: list[str] = []
         self.main = MainScreen(self.options)
+        self._switch_interval: float | None = None
         self._initial_session = session
         dirs = self.options.theme_dirs
         self._register_themes(list(dirs) if dirs is not None else [builtin_theme_dir(), user_theme_dir()])
@@ -132,7 +138,21 @@ class Eagle3App(App[int]):
             self.main.theme_changed()
 
     # -- start ------------------------------------------------------------------------------------------
+    def _on_mount_switch_interval(self) -> None:
+        """While the console runs, the interpreter offers the GIL to another thread every
+        `SWITCH_INTERVAL_S` (Python's default: 5 ms). The log feed parses in a worker thread; each time
+        the event loop comes back from waiting (a key, a timer) it may have to wait that long for the
+        GIL, several times per key press. Restored when the app ends."""
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
+
+    def on_unmount(self) -> None:
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
+
     def on_mount(self) -> None:
+        self._on_mount_switch_interval()
         if not self.is_headless:
             # A kill (SIGTERM, SIGINT) quits through the normal path, so the demo's server is stopped
             # rather than left running; a closed terminal (SIGHUP) through the emergency one.

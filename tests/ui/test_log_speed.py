@@ -146,3 +146,20 @@ def test_the_console_imports_no_log_model_before_its_first_frame() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('eagle3_tui.sglang', 'eagle3_tui.session'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+async def test_the_console_shortens_the_gil_switch_interval_while_it_runs(tmp_path) -> None:
+    """The log feed's parsing thread holds the GIL in slices of the switch interval; while the console
+    runs, the event loop waits at most 1 ms for it (Python's default is 5 ms), and the old value is back
+    once the app has ended."""
+    import sys
+
+    from eagle3_tui.ui.app import SWITCH_INTERVAL_S
+    from eagle3_tui.ui.factory import make_app
+
+    before = sys.getswitchinterval()
+    app = make_app(theme_dirs=[])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S == 0.001
+    assert sys.getswitchinterval() == before

@@ -430,6 +430,13 @@ class MainScreen(Screen[None]):
         if self._ticking():
             with contextlib.suppress(NoMatches):  # the screen is being torn down
                 self._show_status()
+            # The strips in a callback of their own: the status summary and the strips each read every
+            # ring (10-30 ms apiece while a busy server logs), and a key press can run between the two.
+            self.call_later(self._strips_tick)
+
+    def _strips_tick(self) -> None:
+        if self._ticking():
+            with contextlib.suppress(NoMatches):
                 self.live.second_tick()
 
     def theme_changed(self) -> None:
