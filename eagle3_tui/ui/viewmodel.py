@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.session import ConnView, ServerView, Session
     from eagle3_tui.telemetry.metrics import MetricsSummary, Telemetry
+    from eagle3_tui.telemetry.series import Ring
 
 # Session time window the live numbers in the status bar average over.
 SUMMARY_WINDOW_S = 60.0
@@ -250,23 +251,51 @@ class ChartData:
     references: list[tuple[float, str]] = field(default_factory=list)
     markers: list[tuple[float, str]] = field(default_factory=list)
     window_s: float = 300.0
+    raw: tuple[list[float], list[float], int, float] | None = None
+    """A copy of the ring's points (times, values, points, t_end) still to be cut into `xs`, `ys`
+    (`series(defer=True)`); None once `resolve` has run, or when there was nothing to copy."""
+
+    def resolve(self) -> ChartData:
+        """Cut `raw` into the buckets `xs`, `ys` (any thread: it reads only the copy) and return self."""
+        if self.raw is not None:
+            times, values, points, t_end = self.raw
+            self.raw = None
+            from eagle3_tui.telemetry.series import Ring
+
+            ring = Ring(max(len(times), 1))
+            for t, v in zip(times, values, strict=True):
+                ring.append(t, v)
+            _fill(self, ring, points, t_end)
+        return self
 
 
-def series(telemetry: Telemetry, name: str, *, t_end: float, window_s: float, points: int) -> ChartData:
-    """Mean of each time bucket of one ring over the window ending at `t_end`, with the markers."""
+def _fill(data: ChartData, ring: Ring, points: int, t_end: float) -> None:
+    for b in ring.downsample(points, t_end - data.window_s, t_end):
+        data.xs.append(b.t - t_end)
+        data.ys.append(b.mean)
+
+
+def series(
+    telemetry: Telemetry, name: str, *, t_end: float, window_s: float, points: int, defer: bool = False
+) -> ChartData:
+    """Mean of each time bucket of one ring over the window ending at `t_end`, with the markers.
+
+    `defer`: copy the ring's points only (C speed, on the thread that owns the rings) and leave the
+    bucketing, a Python loop over up to the ring's capacity, to `ChartData.resolve` on another thread."""
     data = ChartData(window_s=window_s)
     ring = telemetry.series.get(name)
     if ring is not None and len(ring):
-        for b in ring.downsample(points, t_end - window_s, t_end):
-            data.xs.append(b.t - t_end)
-            data.ys.append(b.mean)
+        if defer:
+            data.raw = (ring.times(), ring.values(), points, t_end)
+        else:
+            _fill(data, ring, points, t_end)
     data.markers.extend((m.t - t_end, m.label) for m in list(telemetry.markers))
     return data
 
 
-def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int) -> ChartData:
+def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int, defer: bool = False) -> ChartData:
     """Accept length, with the check's prediction for the served boundaries as a reference line."""
-    data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points)
+    data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points, defer=defer)
     expected = predicted(snap)
     if expected:
         cfg = served_config(snap.server)
@@ -277,9 +306,9 @@ def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int)
     return data
 
 
-def tps_series(snap: Snapshot, *, t_end: float, window_s: float, points: int) -> ChartData:
+def tps_series(snap: Snapshot, *, t_end: float, window_s: float, points: int, defer: bool = False) -> ChartData:
     """Generation tok/s, with the no-speculation baseline as a reference line."""
-    data = series(snap.telemetry, "gen_tps", t_end=t_end, window_s=window_s, points=points)
+    data = series(snap.telemetry, "gen_tps", t_end=t_end, window_s=window_s, points=points, defer=defer)
     base = snap.telemetry.baseline_tps
     if base:
         data.references.append((float(base), f"baseline {base:.1f}"))

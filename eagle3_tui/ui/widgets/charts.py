@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -51,7 +52,7 @@ class TimeChart(PlotextPlot):
     def __init__(
         self,
         title: str,
-        source: Callable[[int], ChartData],
+        source: Callable[[int, bool], ChartData],
         *,
         color_var: str,
         y_label: str,
@@ -82,28 +83,33 @@ class TimeChart(PlotextPlot):
         return self._frame if self._frame is not None else Text("")
 
     def maybe_redraw(self, now: float | None = None) -> bool:
-        """Rebuild the plot if dirty, visible and not rebuilt within the rate limit. The plotext
-        build (tens of ms) runs in a thread so keys are not kept waiting behind it."""
+        """Rebuild the plot if dirty, visible and not rebuilt within the rate limit. On the event loop
+        only the ring points are copied (and the theme's colours read); their bucketing, the plot's
+        set-up and the plotext build (together 10-40 ms) run in a thread so keys are not kept waiting
+        behind them."""
         now = time.monotonic() if now is None else now
         if self._building or not self.dirty or not self.is_on_screen or now - self.last_draw < self.min_interval:
             return False
-        self._configure()
+        plan = self._plan(defer=True)
         self._building = True
         self.last_draw = now
         theme_name = self._get_plotext_theme_name(self.app.theme)
         size = self.size
-        self.run_worker(lambda: self._build_thread(theme_name, size), thread=True, exit_on_error=False)
+        self.run_worker(lambda: self._build_thread(plan, theme_name, size), thread=True, exit_on_error=False)
         return True
 
-    def _build_thread(self, theme_name: str, size: Any) -> None:
+    def _build_thread(self, plan: _Plan, theme_name: str, size: Any) -> None:
         try:
-            frame = self._build(theme_name, size)
+            self._configure(plan)
+            frame: Text | None = self._build(theme_name, size)
         except Exception:  # a plot that cannot be drawn keeps the last frame
             frame = None
-        self.app.call_from_thread(self._set_frame, frame)
+        self.app.call_from_thread(self._set_frame, frame, len(plan.data.xs))
 
-    def _set_frame(self, frame: RenderResult | None) -> None:
+    def _set_frame(self, frame: RenderResult | None, points: int | None = None) -> None:
         self._building = False
+        if points is not None:
+            self.points_drawn = points
         if frame is not None:
             self._frame = frame
             self.refresh()
@@ -117,27 +123,44 @@ class TimeChart(PlotextPlot):
 
     def redraw(self) -> None:
         """Configure and build now, on this thread (tests and snapshots use it)."""
-        self._configure()
+        plan = self._plan(defer=False)
+        self._configure(plan)
+        self.points_drawn = len(plan.data.xs)
         self._frame = self._build(self._get_plotext_theme_name(self.app.theme), self.size)
         self.refresh()
 
-    def _configure(self) -> None:
-        """Set the plot's data from the source (downsampled on the UI thread, where the rings live)."""
+    def _plan(self, *, defer: bool) -> _Plan:
+        """What the next build draws, read on the event loop (where the rings and the theme live):
+        the source's data (`defer`: the ring points copied, not yet bucketed) and the colours."""
         width = max(self.size.width, 20)
-        data = self.source(width * 2)
+        data = self.source(width * 2, defer)
+        app = self.app
+        self.draws += 1
+        self.dirty = False
+        return _Plan(
+            data,
+            width,
+            line=_rgb(app, self.color_var, "#4ea1ff"),
+            reference=_rgb(app, "chart-reference", "#8b95a7"),
+            marker=_rgb(app, "chart-marker", "#ffb454"),
+            canvas=_rgb(app, "surface", "#1a202a"),
+        )
+
+    def _configure(self, plan: _Plan) -> None:
+        """Set the plot up from a plan (any thread: it touches only this chart's plotext figure)."""
+        data = plan.data.resolve()
+        width = plan.width
+        ref_color, marker_color, canvas = plan.reference, plan.marker, plan.canvas
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         plt.title(self.title)
         plt.xlabel("seconds ago")
         plt.ylabel(self.y_label)
-        ref_color = _rgb(self.app, "chart-reference", "#8b95a7")
-        marker_color = _rgb(self.app, "chart-marker", "#ffb454")
-        canvas = _rgb(self.app, "surface", "#1a202a")
         xmin = -data.window_s
         plt.xlim(xmin, 0)
         if data.xs:
-            plt.plot(data.xs, data.ys, marker="braille", color=_rgb(self.app, self.color_var, "#4ea1ff"))
+            plt.plot(data.xs, data.ys, marker="braille", color=plan.line)
         ys = list(data.ys)
         for y, label in data.references:
             plt.hline(y, ref_color)
@@ -152,6 +175,15 @@ class TimeChart(PlotextPlot):
             lo, hi = min(ys), max(ys)
             pad = max((hi - lo) * 0.1, 0.1)
             plt.ylim(max(0.0, lo - pad), hi + pad)
-        self.points_drawn = len(data.xs)
-        self.draws += 1
-        self.dirty = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One build's input, taken on the event loop (`TimeChart._plan`)."""
+
+    data: ChartData
+    width: int
+    line: tuple[int, int, int]
+    reference: tuple[int, int, int]
+    marker: tuple[int, int, int]
+    canvas: tuple[int, int, int]

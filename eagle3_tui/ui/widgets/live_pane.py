@@ -94,17 +94,17 @@ class LivePane(Vertical):
         self.charts_ready = True
 
     # -- data -------------------------------------------------------------------------------------
-    def _accept_data(self, points: int) -> vm.ChartData:
+    def _accept_data(self, points: int, defer: bool = False) -> vm.ChartData:
         snap = self.snapshot()
         if snap is None:
             return vm.ChartData(window_s=self.window_s)
-        return vm.accept_series(snap, t_end=self.clock(), window_s=self.window_s, points=points)
+        return vm.accept_series(snap, t_end=self.clock(), window_s=self.window_s, points=points, defer=defer)
 
-    def _tps_data(self, points: int) -> vm.ChartData:
+    def _tps_data(self, points: int, defer: bool = False) -> vm.ChartData:
         snap = self.snapshot()
         if snap is None:
             return vm.ChartData(window_s=self.window_s)
-        return vm.tps_series(snap, t_end=self.clock(), window_s=self.window_s, points=points)
+        return vm.tps_series(snap, t_end=self.clock(), window_s=self.window_s, points=points, defer=defer)
 
     def mark_dirty(self) -> None:
         """Cheap on purpose (called for every StatsUpdated): the ticks below do the work."""

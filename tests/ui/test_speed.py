@@ -1,6 +1,8 @@
-"""What keeps the log pane cheap while a busy server logs (issue 14), checked as behaviour, not time:
+"""What keeps the console cheap while a busy server logs (issue 14), checked as behaviour, not time:
 the levels' shortcut for the common batch agrees with the event walk, the log measures its lines where
-they are written (no thread per write), and a key that toggles the pane's state lays nothing out."""
+they are written (no thread per write), a key that toggles the pane's state lays nothing out, the
+filter box and the log model wait until needed, the charts' bucketing can leave the event loop with the
+same result, and the GIL switch interval while the console runs."""
 
 from __future__ import annotations
 
@@ -163,3 +165,24 @@ async def test_the_console_shortens_the_gil_switch_interval_while_it_runs(tmp_pa
         await pilot.pause()
         assert sys.getswitchinterval() == SWITCH_INTERVAL_S == 0.001
     assert sys.getswitchinterval() == before
+
+
+def test_a_deferred_series_resolves_to_the_same_buckets() -> None:
+    """The chart copies the ring on the event loop and buckets the copy in its build thread: the same
+    xs, ys and markers as bucketing the ring itself, over a ring that has wrapped."""
+    from eagle3_tui.telemetry.metrics import Telemetry
+    from eagle3_tui.ui import viewmodel as vm
+
+    tel = Telemetry(capacity=500)
+    rng = random.Random(3)
+    for i in range(1300):
+        tel.series["accept_len"].append(1000.0 + i * 0.37, 1.0 + rng.random() * 3)
+    tel.mark(1400.0, "restart")
+    for points, window in ((60, 300.0), (1000, 100.0), (10, 30.0)):
+        now = vm.series(tel, "accept_len", t_end=1481.0, window_s=window, points=points)
+        later = vm.series(tel, "accept_len", t_end=1481.0, window_s=window, points=points, defer=True)
+        assert later.raw is not None and not later.xs
+        assert later.resolve() is later and later.raw is None
+        assert (later.xs, later.ys, later.markers) == (now.xs, now.ys, now.markers) and now.xs
+    empty = vm.series(Telemetry(), "gen_tps", t_end=0.0, window_s=60.0, points=10, defer=True)
+    assert empty.raw is None and empty.resolve().xs == []
