@@ -186,3 +186,31 @@ def test_a_deferred_series_resolves_to_the_same_buckets() -> None:
         assert (later.xs, later.ys, later.markers) == (now.xs, now.ys, now.markers) and now.xs
     empty = vm.series(Telemetry(), "gen_tps", t_end=0.0, window_s=60.0, points=10, defer=True)
     assert empty.raw is None and empty.resolve().xs == []
+
+
+async def test_a_flood_is_written_every_other_tick_and_capped() -> None:
+    """At most `flush_cap` rows (and the note of what was left out) per write; after a cut write the
+    next tick writes nothing, and what came meanwhile waits for the one after; a quiet log is written
+    at every tick."""
+    app = _Pane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        pane = app.query_one(LogPane)
+        log = pane.log_widget
+        pane.flush_cap = 50
+        pane.add_lines([f"a{i}" for i in range(120)])
+        pane._flush_tick()
+        assert len(log.lines) == 51 and log.lines[0].startswith("… 70 lines not drawn") and pane.flooded
+        pane.add_lines([f"b{i}" for i in range(120)])
+        pane._flush_tick()
+        assert len(log.lines) == 51, "the tick after a cut write is skipped"
+        pane.add_lines([f"c{i}" for i in range(30)])
+        pane._flush_tick()
+        assert len(log.lines) == 102 and log.lines[51].startswith("… 100 lines not drawn")
+        assert log.lines[-1] == "c29" and pane.skipped_on_screen == 170
+        pane._flush_tick()  # skipped again; then a quiet log: every tick writes
+        for i in range(3):
+            pane.add_lines([f"d{i}"])
+            pane._flush_tick()
+            assert log.lines[-1] == f"d{i}" and not pane.flooded
+        assert len(pane.history) == 273
+        await pilot.pause()
