@@ -11,7 +11,6 @@ The session package is imported only when the table is first built (after the fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -21,29 +20,34 @@ if TYPE_CHECKING:
     from eagle3_tui import session as ev
 
 
-@dataclass
 class SessionMessage(Message):
-    """Base of the messages that carry one session event; `event` is the event itself."""
+    """Base of the messages that carry one session event; `event` is the event itself.
+
+    Plain classes, not dataclasses: they only carry `event`, and thirteen dataclass builds cost more
+    than the rest of this module on the way to the console's first frame."""
 
     event: Any
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+    def __rich_repr__(self) -> Any:
+        yield self.event
 
 
 class FromSession:
     """The messages, named after the events they carry (`@on(FromSession.LogBatch)`)."""
 
-    @dataclass
     class ConnectionChanged(SessionMessage):
         event: ev.ConnectionChanged
 
-    @dataclass
     class ServerChanged(SessionMessage):
         event: ev.ServerChanged
 
-    @dataclass
     class LogBatch(SessionMessage):
         event: ev.LogBatch
 
-    @dataclass
     class StatsUpdated(SessionMessage):
         """New decode stats: a pure "the rings changed" ping, so queued copies coalesce into one."""
 
@@ -52,41 +56,32 @@ class FromSession:
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, FromSession.StatsUpdated)
 
-    @dataclass
     class HttpSample(SessionMessage):
         """A chart point read over HTTP (no log file): shown as a line in the log pane."""
 
         event: ev.HttpSample
 
-    @dataclass
     class FindingsChanged(SessionMessage):
         event: ev.FindingsChanged
 
-    @dataclass
     class RestartProgress(SessionMessage):
         event: ev.RestartProgress
 
-    @dataclass
     class CheckProgress(SessionMessage):
         event: ev.CheckProgress
 
-    @dataclass
     class CheckFinished(SessionMessage):
         event: ev.CheckFinished
 
-    @dataclass
     class BenchProgress(SessionMessage):
         event: ev.BenchProgress
 
-    @dataclass
     class BenchFinished(SessionMessage):
         event: ev.BenchFinished
 
-    @dataclass
     class LedgerChanged(SessionMessage):
         event: ev.LedgerChanged
 
-    @dataclass
     class Notice(SessionMessage):
         event: ev.Notice
 
