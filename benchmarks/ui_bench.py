@@ -49,9 +49,11 @@ def _batch(n: int = 1000) -> str:
 
 
 FIRST_FRAME_CHILD = r"""
-import sys, time
+import gc, sys, time
 t0 = float(sys.argv[1])
 kind = sys.argv[2]
+if kind != "bare":
+    gc.disable()  # as cli.main does for the console's imports
 import textual.screen as ts
 
 _orig = ts.Screen._compositor_refresh
@@ -76,7 +78,7 @@ if kind == "bare":
             yield Static("hello")
             yield Footer()
     app = Bare()
-else:  # exactly what `eagle3-tui --local` runs (launch.run_console)
+else:  # exactly what `eagle3-tui --local` runs (cli.main, launch.run_console)
     import argparse
     from eagle3_tui.ui.launch import build_app, freeze_startup_heap
     args = argparse.Namespace(host=None, local=True, profile=None, readonly=False, demo=False, accept_new_host_key=False)

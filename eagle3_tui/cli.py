@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import signal
@@ -91,9 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _route_signals(received)
     try:
         if func is None:
-            from eagle3_tui.ui.launch import run_console
+            gc.disable()  # through the console's imports; run_console freezes what they made and turns it on
+            try:
+                from eagle3_tui.ui.launch import run_console
 
-            return run_console(args)
+                return run_console(args)
+            finally:
+                gc.enable()
         return int(func(args) or 0)
     except UserError as err:
         print(f"eagle3-tui: {err}", file=sys.stderr)

@@ -214,3 +214,29 @@ async def test_a_flood_is_written_every_other_tick_and_capped() -> None:
             assert log.lines[-1] == f"d{i}" and not pane.flooded
         assert len(pane.history) == 273
         await pilot.pause()
+
+
+def test_the_collector_is_on_again_whatever_way_the_console_start_ends(tmp_path, monkeypatch, capsys) -> None:
+    """cli.main turns the collector off for the console's imports; run_console's freeze turns it on, and
+    a start that fails before it (a profile that is not there) leaves it on too."""
+    import gc
+
+    from eagle3_tui import cli
+    from eagle3_tui.ui import launch
+
+    assert cli.main(["--profile", str(tmp_path / "missing.toml"), "--host", "nope"]) == 2
+    assert gc.isenabled()
+    seen: list[bool] = []
+
+    def fake_run_console(args: object) -> int:
+        seen.append(gc.isenabled())
+        launch.freeze_startup_heap()
+        seen.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr(launch, "run_console", fake_run_console)
+    try:
+        assert cli.main(["--local"]) == 0
+    finally:
+        gc.unfreeze()
+    assert seen == [False, True] and gc.isenabled()
