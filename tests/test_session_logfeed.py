@@ -155,3 +155,34 @@ def test_a_new_launchs_log_forgets_the_old_runs_warnings(tmp_path: Path) -> None
 
     asyncio.run(relaunch())
     assert not p.feed.warnings and not p.feed.server_args
+
+
+def test_the_loop_gets_the_notable_events_and_the_listeners_every_event() -> None:
+    """The worker picks the events the feed acts on (decode stats merged over DP ranks, warnings, the
+    ready line) out of a busy server's lines; the LogBatch still carries one event per line, in order,
+    the access lines' and request dumps' too."""
+    from eagle3_tui.session.logfeed import NOTABLE
+    from eagle3_tui.sglang.logline import HttpAccess, ServerReady, ServerWarning
+
+    lines = [
+        '[2026-04-05 20:00:01] INFO:     127.0.0.1:43497 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "[2026-04-05 20:00:01 DP0 TP0] Decode batch, #running-req: 2, accept len: 3.00, "
+        "gen throughput (token/s): 100.00, #queue-req: 0",
+        "[2026-04-05 20:00:02 DP1 TP8] Decode batch, #running-req: 3, accept len: 2.00, "
+        "gen throughput (token/s): 300.00, #queue-req: 0",
+        "[2026-04-05 20:00:02] Receive: obj=GenerateReqInput(rid='a', text='Warning: not a warning')",
+        "[2026-04-05 20:00:03] WARNING: something the doctor should see",
+        "[2026-04-05 20:00:04] The server is fired up and ready to roll!",
+    ]
+    p = Parts(LocalHost())
+    parsed = p.feed._parse(lines, None)
+    assert len(parsed.events) == len(lines) and isinstance(parsed.events[0], HttpAccess)
+    assert all(type(e) in NOTABLE for e in parsed.notable)
+    assert [type(e) for e in parsed.notable] == [DecodeStats, DecodeStats, ServerWarning, ServerReady]
+    merged = parsed.notable[1]
+    assert isinstance(merged, DecodeStats) and merged.gen_throughput == pytest.approx(400.0)
+    p2 = Parts(LocalHost())
+    p2.feed.ingest_now(lines, log_time=True)
+    [batch] = [b for _, b in p2.batches]
+    assert [e.line for e in batch.events] == lines and p2.feed.warnings and p2.tracker.state is not None
+    assert p2.telemetry.series["gen_tps"].values() == pytest.approx([100.0, 400.0])
