@@ -154,7 +154,7 @@ def bench_each_class(tmp: Path, lines: int, repeat: int) -> None:
     import io
     import random
 
-    from eagle3_tui.sglang.logscan import ENGINES, best_engine, scan
+    from eagle3_tui.sglang.scan import ENGINES, best_engine, scan
     from eagle3_tui.telemetry.runs import RunSplitter
 
     engines = [e for e in ENGINES if e != "native" or best_engine() == "native"]

@@ -20,8 +20,8 @@ from eagle3_tui.cli import main
 from eagle3_tui.commands.replay import sample_log_path
 from eagle3_tui.sglang.logline import LogReader
 from eagle3_tui.sglang.logmix import LINE_CLASSES, RANKS, make_line
-from eagle3_tui.sglang.logscan import ENGINES, best_engine, scan
 from eagle3_tui.sglang.logsynth import RunPlan, sample_plans, write_log
+from eagle3_tui.sglang.scan import ENGINES, best_engine, scan
 from eagle3_tui.telemetry.runs import RunSplitter, RunSummary
 
 PLANS = [
@@ -291,14 +291,14 @@ def test_console_script_reads_a_pipe_and_imports_nothing_heavy(sample_bytes: byt
     assert out.stdout.strip() == "[]", out.stderr
 
 
-# --- several worker processes (logscan_parallel) ---------------------------------------------------
+# --- several worker processes (scan.parallel) ------------------------------------------------------
 # Workers are forked only from a single-threaded process (the CLI); a test runner may hold other
 # threads, so these run in a fresh interpreter.
 
 WORKER_PROBE = """
 import io, pickle, random, sys
-import eagle3_tui.sglang.logscan_parallel as par
-from eagle3_tui.sglang.logscan import scan
+import eagle3_tui.sglang.scan.parallel as par
+from eagle3_tui.sglang.scan import scan
 from eagle3_tui.telemetry.runs import RunSplitter
 mode, path, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if len(sys.argv) > 4:
@@ -384,7 +384,7 @@ def test_replay_command_uses_workers_on_big_files(tmp_path: Path, multirun: tupl
     f = tmp_path / "server.log"
     f.write_bytes(data)
     code = (
-        "import sys, eagle3_tui.sglang.logscan_parallel as p; p.MIN_PARALLEL_BYTES.update(native=1, regex=1); "
+        "import sys, eagle3_tui.sglang.scan.parallel as p; p.MIN_PARALLEL_BYTES.update(native=1, regex=1); "
         "from eagle3_tui.cli import main; raise SystemExit(main(sys.argv[1:]))"
     )
     outs = []
@@ -534,16 +534,16 @@ def test_start_lines_of_every_release_split_runs_also_past_max_line() -> None:
 def test_accept_len_values_out_of_the_plain_shape_agree_on_both_paths() -> None:
     """The fast path reads `accept len: d.dd, ` values by slicing; 2-digit, 1-decimal, 3-decimal
     and non-numeric values (and a repeated key) make it read the stretch by the general patterns."""
-    from eagle3_tui.sglang.logscan import _plain_lens
+    from eagle3_tui.sglang.scan.regex import plain_lens
 
     head = "[2026-04-05 20:00:0{s} TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.01, "
     tail = "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 50.25, #queue-req: 0, "
     for odd in ("10.00", "2.5", "2.125", "nan", "2.00, accept len: 3.00"):
         lines = [head.format(s=i % 10) + f"accept len: {odd if i == 7 else '2.40'}, " + tail for i in range(20)]
         _both_paths(("\n".join(lines) + "\n").encode(), 1 << 20)
-    assert _plain_lens(b"1, accept len: 2.40, x\n1, accept len: 3.05, y\n", 2) == [b"2.40", b"3.05"]
-    assert _plain_lens(b"1, accept len: 12.40, x\n", 1) == []
-    assert _plain_lens(b"1, accept len: 2.4, x\n", 1) == []
+    assert plain_lens(b"1, accept len: 2.40, x\n1, accept len: 3.05, y\n", 2) == [b"2.40", b"3.05"]
+    assert plain_lens(b"1, accept len: 12.40, x\n", 1) == []
+    assert plain_lens(b"1, accept len: 2.4, x\n", 1) == []
 
 
 # Decode rows the compiled scanner cuts itself next to ones it must hand to LogReader: a value

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eagle3_tui.cli import main
-from eagle3_tui.sglang.logscan import scan
+from eagle3_tui.sglang.scan import scan
 from eagle3_tui.telemetry.runs import RunSplitter
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import argparse
 from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from eagle3_tui.sglang.logscan import ByteSource
+    from eagle3_tui.sglang.scan import ByteSource
     from eagle3_tui.telemetry.runs import Dist, RunSummary
 
 
@@ -84,14 +84,14 @@ def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummar
     """(bytes read, runs, the scanner that read it) of one log; `UserError` when it cannot be read
     or is not a log.
 
-    A big plain file is read by `jobs` worker processes (logscan_parallel); the result is the same.
+    A big plain file is read by `jobs` worker processes (sglang.scan.parallel); the result is the same.
     """
     import io
     import os
     import zlib
 
     from eagle3_tui.errors import UserError
-    from eagle3_tui.sglang.logscan import scan
+    from eagle3_tui.sglang.scan import scan
     from eagle3_tui.telemetry.runs import RunSplitter
 
     name = "stdin" if path == "-" else path
@@ -99,7 +99,7 @@ def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummar
     splitter = RunSplitter()
     try:
         if owned is not None and isinstance(stream, io.BufferedReader) and jobs != 1:
-            from eagle3_tui.sglang.logscan_parallel import min_parallel_bytes, scan_path
+            from eagle3_tui.sglang.scan.parallel import min_parallel_bytes, scan_path
 
             if os.path.isfile(path) and os.path.getsize(path) >= min_parallel_bytes():
                 result = scan_path(path, splitter, jobs=jobs)

@@ -1,9 +1,9 @@
 /* The replay scanner's inner loop in C: one pass over a block of whole log lines.
  *
- * logscan.py's regex scanner spends most of its time finding line ends and reading SGLang's
+ * The regex reading (scan/regex.py) spends most of its time finding line ends and reading SGLang's
  * `[date time RANKS] ` prefix one regex step per byte; here memchr finds the line ends and each
- * line is classified by comparing a few bytes. The meaning is the regex scanner's (logscan._ROW,
- * logscan._bulk), line by line:
+ * line is classified by comparing a few bytes. The meaning is the regex scanner's (scan/regex.py:
+ * _ROW, RegexRange._bulk), line by line:
  *
  * A line may start with other loggers' wrappers (Ray's `(Name pid=N) `, logline._WRAPPER); they are
  * skipped, and the line read as if they were not there (as parse_line reads it).
@@ -198,7 +198,7 @@ static void find_keys(const char *p, const char *e, body_keys *k) {
 }
 
 /* Whether a value may end at q (a `,` or the line end): `, ` follows, or nothing but `[, \t\r]`
- * to the line end (the `(?=, |[, \t\r]*\n)` of logscan._END). */
+ * to the line end (the `(?=, |[, \t\r]*\n)` of scan/regex.py's _END). */
 static int ends_value(const char *q, const char *e) {
     if (e - q >= 2 && q[0] == ',' && q[1] == ' ')
         return 1;
@@ -209,7 +209,7 @@ static int ends_value(const char *q, const char *e) {
 }
 
 /* A value as `split(", ")` ends it after rstrip: the bytes up to the next `,`, when it may end
- * there; otherwise no number (empty), as logscan._VALUE reads it. */
+ * there; otherwise no number (empty), as scan/regex.py's _VALUE reads it. */
 static span value_at(const char *p, const char *e) {
     const char *q = memchr(p, ',', (size_t)(e - p));
     if (q == NULL)
@@ -218,7 +218,7 @@ static span value_at(const char *p, const char *e) {
 }
 
 /* tok/s: `\d{1,12}\.\d` when one more digit ends the value (replay bins it at 0.1 tok/s), else
- * the plain value (logscan._TPS_VALUE). */
+ * the plain value (scan/regex.py's _TPS_VALUE). */
 static span tps_at(const char *p, const char *e) {
     const char *d = skip_digits(p, e, 0);
     Py_ssize_t k = d - p;
@@ -441,7 +441,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_linescan",
-    .m_doc = "The replay scanner's inner loop (see logscan.py).",
+    .m_doc = "The replay scanner's inner loop (see eagle3_tui.sglang.scan).",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -1,7 +1,7 @@
-"""Replaying a big log file on several cores, with the same result as one `logscan.scan`.
+"""Replaying a big log file on several cores, with the same result as one `scan`.
 
 The file is cut at line starts into one byte range per worker. Each range is scanned in a forked
-worker by `logscan.scan` into a recorder that keeps, in order, the events and the bulk decode
+worker by `scan` into a recorder that keeps, in order, the events and the bulk decode
 values it was given; the parent replays the records into the real sink in file order.
 
 What crosses a cut: a failure still reading its traceback when a range ends. A worker therefore
@@ -32,7 +32,8 @@ from eagle3_tui.sglang.logline import (
     is_record_start,
     parse_line,
 )
-from eagle3_tui.sglang.logscan import MAX_LONG_LINE, ScanResult, ScanSink, best_engine, scan
+from eagle3_tui.sglang.scan.blocks import MAX_LONG_LINE, best_engine, scan
+from eagle3_tui.sglang.scan.feeder import ScanResult, ScanSink
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
