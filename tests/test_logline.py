@@ -529,3 +529,53 @@ def test_split_prefix_reads_the_last_sglang_bracket_as_defined(parts: list[str],
         assert got == expected
     # the same second read twice (the cache) gives the same time
     assert split_prefix(text, end) == got
+
+
+_NUM = st.one_of(st.integers(0, 10**7).map(str), st.sampled_from(["007", "0", "1e3", "-1", "nan", "", " 5", "5 "]))
+_FLOAT = st.one_of(
+    st.floats(0, 1e6, allow_nan=False).map(lambda x: f"{x:.2f}"), st.sampled_from(["0.5", "1.", ".5", "nan", "2,5", "x"])
+)
+
+
+@st.composite
+def _stat_lines(draw: st.DrawFn) -> str:
+    """SGLang's decode and prefill lines in every release's shape, and near misses of them."""
+    head = draw(st.sampled_from(["Decode batch, ", "Decode batch. ", "Decode batch [12], ", "Prefill batch, ", "Prefill batch. "]))
+    if head.startswith("Decode"):
+        spec = draw(st.sampled_from(["", f"accept len: {draw(_FLOAT)}, ", f"accept len: {draw(_FLOAT)}, accept rate: {draw(_FLOAT)}, "]))
+        body = (
+            f"#running-req: {draw(_NUM)}, #token: {draw(_NUM)}, token usage: {draw(_FLOAT)}, {spec}"
+            f"{draw(st.sampled_from(['cuda', 'npu', 'cpu', 'musa', 'tpu']))} graph: {draw(st.sampled_from(['True', 'False', 'x']))}, "
+            f"gen throughput (token/s): {draw(_FLOAT)}, #queue-req: {draw(_NUM)}"
+        )
+    else:
+        body = (
+            f"#new-seq: {draw(_NUM)}, #new-token: {draw(_NUM)}, #cached-token: {draw(_NUM)}, token usage: {draw(_FLOAT)}, "
+            f"#running-req: {draw(_NUM)}, #queue-req: {draw(_NUM)}"
+        )
+    tail = draw(st.sampled_from(["", ", ", ",", " ", ", ,", "\r", ", est. decode TFLOPS/s (per GPU): 3.1", ", timestamp: 2026-04-05T20:00:00"]))
+    prefix = draw(st.sampled_from(["[2026-04-05 20:00:01 TP0] ", "[2026-04-05 20:00:01.25 DP1 TP8] ", "", "(Ray pid=1) [2026-04-05 20:00:01] "]))
+    return prefix + head + body + tail
+
+
+@settings(max_examples=400, deadline=None)
+@given(_stat_lines())
+def test_plain_stat_lines_read_by_one_match_as_by_pairs(text: str) -> None:
+    """_stats reads SGLang's plain shape with one match; it must give what reading the pairs gives."""
+    from eagle3_tui.sglang.logline import _STATS_HEADER, _stats, _stats_by_pairs
+
+    m = _STATS_HEADER.search(text)
+    assert m is not None
+    assert repr(_stats(text, m)) == repr(_stats_by_pairs(text, m))  # repr: nan == nan
+
+
+def test_the_plain_shape_of_each_release_takes_the_one_match() -> None:
+    from eagle3_tui.sglang.logline import _PLAIN_DECODE, _PLAIN_PREFILL, _STATS_HEADER
+    from eagle3_tui.sglang.logsynth import decode_line, prefill_line
+
+    for style in ("0.4.6", "0.5.3", "0.5.4", "0.5.6", "2026"):
+        for accept in (None, 2.5):
+            d = decode_line(style, running=3, used=9, usage=0.5, accept_len=accept, num_draft_tokens=4, tps=50.12, queue=1)
+            assert _PLAIN_DECODE.fullmatch(d, _STATS_HEADER.search(d).end()), d  # type: ignore[union-attr]
+        p = prefill_line(new_seq=1, new_token=5, cached=0, usage=0.1, running=3, queue=0, style=style)
+        assert _PLAIN_PREFILL.fullmatch(p, _STATS_HEADER.search(p).end()), p  # type: ignore[union-attr]

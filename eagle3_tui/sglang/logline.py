@@ -365,7 +365,43 @@ _PREFILL_TYPED = frozenset(
 _USAGE_FALLBACKS = ("full token usage", "gpu token usage")
 
 
+# The stat lines as SGLang prints them (0.4.6-0.5.x, every value a plain number): one match reads
+# them, as _stats_by_pairs would, about twice as fast; any other shape is read by pairs.
+_PLAIN_DECODE = re.compile(
+    r"#running-req: (\d+), #token: (\d+), token usage: (\d+\.\d+), "
+    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?)?"
+    r"(cuda|npu|cpu|musa) graph: (True|False), gen throughput \(token/s\): (\d+\.\d+), #queue-req: (\d+)(?:, ?)?\s*"
+)
+_PLAIN_PREFILL = re.compile(
+    r"#new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), token usage: (\d+\.\d+), "
+    r"#running-req: (\d+), #queue-req: (\d+)(?:, ?)?\s*"
+)
+
+
 def _stats(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
+    plain = (_PLAIN_DECODE if m.group(1) == "Decode" else _PLAIN_PREFILL).fullmatch(text, m.end())
+    if plain is None:
+        return _stats_by_pairs(text, m)
+    ts, ranks, _ = split_prefix(text, m.start())
+    it = m.group(2)
+    iteration = int(it) if it else None
+    g = plain.groups()
+    if m.group(1) == "Prefill":
+        return PrefillStats(
+            timestamp=ts, ranks=ranks, new_seq=int(g[0]), new_token=int(g[1]), cached_token=int(g[2]),
+            token_usage=float(g[3]), running_req=int(g[4]), queue_req=int(g[5]), extra={}, line=text,
+            iteration=iteration,
+        )
+    return DecodeStats(
+        timestamp=ts, ranks=ranks, running_req=int(g[0]), queue_req=int(g[8]), token_usage=float(g[2]),
+        accept_len=float(g[3]) if g[3] is not None else None,
+        accept_rate=float(g[4]) if g[4] is not None else None,
+        gen_throughput=float(g[7]), graph=g[6] == "True", extra={}, line=text, num_token=int(g[1]),
+        iteration=iteration, graph_backend=f"{g[5]} graph",
+    )
+
+
+def _stats_by_pairs(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
     ts, ranks, _ = split_prefix(text, m.start())
     kv = _pairs(text[m.end() :])
     if ts is None and "timestamp" in kv:
