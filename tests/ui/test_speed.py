@@ -240,3 +240,46 @@ def test_the_collector_is_on_again_whatever_way_the_console_start_ends(tmp_path,
     finally:
         gc.unfreeze()
     assert seen == [False, True] and gc.isenabled()
+
+
+async def test_replace_lines_is_clear_then_write_in_one_size_change() -> None:
+    app = _OneLog()
+    async with app.run_test(size=(60, 10)) as pilot:
+        log = app.query_one(PaneLog)
+        log.max_lines = 5
+        for lines in (["a", "bb", "ccc"], ["x" * 90, "tab\there", "日本語", "two\nrows", "a\rb"], [f"{i}" for i in range(9)]):
+            log.clear()
+            log.write_lines(lines)
+            want = (list(log.lines), log.virtual_size)
+            log.write_lines(["something else, wider than all of them" * 3])
+            log.replace_lines(lines)
+            assert (list(log.lines), log.virtual_size) == want, lines
+        await pilot.pause()
+
+
+async def test_a_pause_in_a_full_log_keeps_its_size_and_lays_nothing_out() -> None:
+    """In a flood the log widget is full; a pause (and the resume) writes back as many rows as it
+    holds, so its virtual size stays and no layout of the screen is asked for."""
+    app = _Pane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        pane = app.query_one(LogPane)
+        log = pane.log_widget
+        for i in range(30):
+            pane.add_lines([f"line {i}-{j} " + "x" * (80 + j % 50) for j in range(500)])
+            pane.flush()
+        await pilot.pause()
+        size, rows = log.virtual_size, len(log.lines)
+        assert rows == 10_000
+        asked: list[bool] = []
+        original = log.refresh
+
+        def spy(*regions, repaint=True, layout=False, recompose=False):  # type: ignore[no-untyped-def]
+            asked.append(layout)
+            return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        log.refresh = spy  # type: ignore[method-assign]
+        pane.action_pause()
+        assert pane.paused and log.lines[-1] == pane.history[-1] and len(log.lines) == rows
+        pane.action_pause()
+        assert log.virtual_size == size and not any(asked)
+        await pilot.pause()

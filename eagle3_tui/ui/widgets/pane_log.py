@@ -1,4 +1,5 @@
-"""Textual's `Log` with the width of new lines measured where they are written.
+"""Textual's `Log` with the width of new lines measured where they are written, and a rebuild that
+keeps its size when it can (`replace_lines`).
 
 `Log.write_lines` (textual 8.2) starts a thread worker for every write to measure the new lines' width
 in cells, and that worker's answer sets the virtual size again: at ten writes a second while a busy
@@ -10,9 +11,10 @@ speed; only the other lines are measured as `Log` does, and all of it on the spo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
+from textual.geometry import Size
 from textual.widgets import Log
 
 
@@ -33,3 +35,24 @@ class PaneLog(Log):
     def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
         if lines:
             self._update_maximum_width(updates, max_cells(lines))
+
+    def replace_lines(self, lines: Iterable[str]) -> None:
+        """`clear()` then `write_lines(lines)` as one change: the virtual size is set once, to what the
+        new lines take, so new lines that fill the same room (a pause or resume in a flood) ask for a
+        repaint of the log and no layout of the screen (`clear` alone sets the size to zero first)."""
+        new_lines = list(lines)
+        joined = "".join(new_lines)
+        plain = joined.isascii() and joined.isprintable()  # no line to split, one cell a character
+        if not plain:
+            new_lines = [part for line in new_lines for part in line.splitlines()]
+        width = max(map(len, new_lines), default=0) if plain else max_cells(new_lines)  # before the cut, as Log
+        if self.max_lines is not None and len(new_lines) > self.max_lines:
+            del new_lines[: len(new_lines) - self.max_lines]
+        self._lines.clear()
+        self._lines.extend(new_lines)
+        self._render_line_cache.clear()
+        self._updates += 1
+        self._clear_y = 0
+        self._width = width
+        self.virtual_size = Size(self._width, len(self._lines))
+        self.refresh()
