@@ -576,7 +576,7 @@ def _access(text: str) -> HttpAccess | None:
     c = max(text.rfind(" ", 0, i), text.rfind("\t", 0, i)) + 1
     if c >= i:
         return None
-    ts, _ = _message(text, c)
+    ts, _, _ = split_prefix(text, c)
     return HttpAccess(
         timestamp=ts, client=text[c:i], method=a.group(1), path=a.group(2), status=int(a.group(3)), line=text
     )
