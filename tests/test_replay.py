@@ -634,7 +634,9 @@ def test_an_unbuilt_engine_is_refused_in_one_sentence() -> None:
 @pytest.mark.skipif(best_engine() != "native", reason="the compiled scanner is not built here")
 def test_the_compiled_scanner_refuses_bad_arguments_in_one_sentence() -> None:
     from eagle3_tui.sglang import _linescan
+    from eagle3_tui.sglang.logline import MAX_LINE
 
+    assert _linescan.MAX_LINE == MAX_LINE  # the bound on a stat line LogReader reads, in both
     data = b"\n[2026-04-05 20:00:00] The server is fired up and ready to roll!\n"
     assert _linescan.scan(data, 0, len(data), (b"fired up",), False)[:2] == (0, len(data) - 1)  # stops at it
     for args, message in [

@@ -29,15 +29,12 @@
  *   first, last     the newline before the first and the last counted row (-1: none);
  *   seen            whether any decode row was seen (the log is recognised as SGLang's).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memmem */
-#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_LINE 16384
+#define MAX_LINE 16384 /* logline.MAX_LINE (the module's MAX_LINE; a test holds them equal) */
 #define MAX_BODY (MAX_LINE - 200)
 
 typedef struct {
@@ -446,4 +443,9 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__linescan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__linescan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE) < 0)
+        Py_CLEAR(m);
+    return m;
+}
