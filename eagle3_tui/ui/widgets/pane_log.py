@@ -18,12 +18,17 @@ from textual.geometry import Size
 from textual.widgets import Log
 
 
+def _plain(lines: Sequence[str]) -> bool:
+    """Every line printable ASCII (checked at C speed, without joining them: a joined batch of
+    request dumps is megabytes, and such short-lived big blocks grow the process's heap)."""
+    return all(map(str.isascii, lines)) and all(map(str.isprintable, lines))
+
+
 def max_cells(lines: Sequence[str]) -> int:
     """The widest of `lines` in terminal cells, as `Log` renders them (tabs expanded, escapes replaced)."""
     if not lines:
         return 0
-    joined = "".join(lines)
-    if joined.isascii() and joined.isprintable():  # the usual batch: no Python step per line
+    if _plain(lines):  # the usual batch: no Python step per line
         return max(map(len, lines))
     process = Log._process_line
     return max(len(ln) if ln.isascii() and ln.isprintable() else cell_len(process(ln)) for ln in lines)
@@ -41,8 +46,7 @@ class PaneLog(Log):
         new lines take, so new lines that fill the same room (a pause or resume in a flood) ask for a
         repaint of the log and no layout of the screen (`clear` alone sets the size to zero first)."""
         new_lines = list(lines)
-        joined = "".join(new_lines)
-        plain = joined.isascii() and joined.isprintable()  # no line to split, one cell a character
+        plain = _plain(new_lines)  # no line to split, one cell a character
         if not plain:
             new_lines = [part for line in new_lines for part in line.splitlines()]
         width = max(map(len, new_lines), default=0) if plain else max_cells(new_lines)  # before the cut, as Log
