@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eagle3_tui.sglang.logline import LogReader, parse_line
 from eagle3_tui.telemetry.metrics import (
@@ -258,3 +261,21 @@ def test_summary_means_start_at_the_new_run_the_points_stay() -> None:
     tel.reset()
     tel.ingest(parse_line(_decode(9, 2.0, 90.0)), t=50.0)  # type: ignore[arg-type]
     assert tel.summary().accept_len == 2.0  # reset forgets the run start too
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 8),
+    st.lists(st.tuples(st.sampled_from([0.0, 1.0, 1.0, 2.0, 3.5, 5.0, -1.0, float("nan")]), st.floats(-5, 5)), max_size=30),
+    st.sampled_from([None, -2.0, 0.0, 1.0, 2.5, 5.0]),
+    st.sampled_from([None, 0.0, 1.0, 3.5, 9.0]),
+)
+def test_ring_window_by_bisection_is_the_filter(cap: int, points: list[tuple[float, float]], t0: float | None, t1: float | None) -> None:
+    """The window is found by bisection while the times held are in order: it must be the plain filter."""
+    r = Ring(cap)
+    for i, (t, v) in enumerate(points):
+        r.append(t + i * (points[0][0] == 0.0), v)  # in order, or not, as drawn
+        lo = -math.inf if t0 is None else t0
+        hi = math.inf if t1 is None else t1
+        held = list(r)
+        assert r.window(t0, t1) == [(a, b) for a, b in held if lo <= a <= hi]
