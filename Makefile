@@ -20,8 +20,10 @@ $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 	# Elsewhere: make test TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
 	# compat: the checkout goes on sys.path through a .pth line; the default editable mode imports
-	# an import hook (and pathlib) at every interpreter start, ~20 ms of a 0.3 s replay.
-	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	# an import hook (and pathlib) at every interpreter start, ~20 ms of a 0.3 s replay. setuptools
+	# calls compat transitional: where it is gone, the default mode.
+	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat \
+		|| $(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
 venv: $(BIN)/eagle3-tui
