@@ -41,3 +41,28 @@ async def test_instant_boot_mounts_panes_and_runs_start(demo_world: Any, tmp_pat
         assert started and started[0] is app.session, "the start hook never ran"
         assert not isinstance(app.screen, BootScreen)
         await pilot.press("ctrl+q")
+
+
+async def test_the_built_console_freezes_the_heap_and_gives_it_back_when_it_goes(demo_world: Any, tmp_path: Path) -> None:
+    """Once wired, the main screen takes the console's objects out of the collector's sight (full
+    collections walked ~100k objects in a log flood: the slowest key presses); when it goes they are
+    the collector's again, so an app that ends in a longer-lived process is freed."""
+    import gc
+
+    profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
+
+    async def boot(progress: Any) -> Session:
+        return Session(profile)
+
+    async def start(session: Session) -> None:
+        return None
+
+    before = gc.get_freeze_count()
+    app = make_app(lifecycle=Lifecycle(boot=boot, start=start), boot_screen=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 30
+        while not (app.main.session_wired and gc.get_freeze_count() > before) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert gc.get_freeze_count() > before, "the heap was not frozen once the console was built"
+        await pilot.press("ctrl+q")
+    assert gc.get_freeze_count() == 0

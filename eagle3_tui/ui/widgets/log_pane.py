@@ -287,8 +287,9 @@ class LogPane(Vertical):
         self.paused = not self.paused
 
     def action_wrap(self) -> None:
+        # The state row says "wrap" (as it says PAUSED): no toast, which would lay out the screen
+        # when it appears and again when it goes (the slowest part of a `w` in a log flood).
         self.wrap = not self.wrap
-        self.notify("wrap on" if self.wrap else "wrap off", timeout=2)
 
     def action_log_top(self) -> None:
         self.log_widget.scroll_home(animate=False)
