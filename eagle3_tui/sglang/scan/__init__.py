@@ -35,15 +35,16 @@ The native scanner skips other loggers' wrappers (Ray's `(Name pid=N) `, a shipp
 name >> `) as parse_line does; logs in Python logging's format, and wrapped lines on the regex
 scanner, are odd lines that hold a needle: read right, through LogReader, more slowly. So are logs
 made mostly of warnings or tracebacks: each of those lines is parsed on its own (benchmarks/
-parse_bench.py --each-class shows the cost per class of line). Memory is bounded by the block size; a line longer than
-MAX_LONG_LINE is dropped unread.
+parse_bench.py --each-class shows the cost per class of line). Memory is bounded by the block
+size; a line longer than MAX_LONG_LINE is dropped unread.
 
-Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, with the other core busy): on a
-busy server's mix (163 MB) 1/3.2 of `LC_ALL=C grep -c 'accept len'` (0.32 s against 0.10 s, of it
-~0.09 s interpreter start and imports), on a log of stat lines (140 MB) 1/3.2; 44 MB peak RSS on
-either, the same at 250k lines. The regex scanner read the mix at 1/8.0. Workers
-(`parallel`) start at 1 GiB with the native scanner: below that forking costs more than it
-saves.
+Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, median of 5): on a busy server's
+mix (163 MB) 1/2.7 to 1/3.4 of `LC_ALL=C grep -c 'accept len'` (0.30-0.37 s against 0.108 s, of it
+~0.07 s interpreter start and imports), on a log of stat lines (140 MB) 1/3.3; with another
+session's benchmark on the other core, 1/4.2. 44 MB peak RSS on either, the same at 250k lines.
+The regex reading read the mix at 1/8.0. Workers (`parallel`) start at 1 GiB with the native
+reading: below that forking costs more than it saves (two workers took 0.6-0.8 s at 163 MB against
+0.34-0.53 s alone).
 """
 
 from __future__ import annotations
