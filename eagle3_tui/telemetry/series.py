@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Bucket", "Ring"]
+__all__ = ["Bucket", "Ring", "buckets"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,40 +107,45 @@ class Ring:
         return list(zip(ts[i:j], vs[i:j], strict=True))
 
     def downsample(self, n: int, t0: float | None = None, t1: float | None = None) -> list[Bucket]:
-        """At most `n` buckets of equal time span over [t0, t1] (default: the points' own span).
+        """At most `n` buckets of equal time span over [t0, t1] (default: the points' own span); see `buckets`."""
+        return buckets(self.window(t0, t1), n, t0, t1)
 
-        Empty slices give no bucket, so a gap in the data stays a gap in the chart. Points that
-        fit one per bucket are returned as they are (lo == mean == hi).
-        """
-        pts = self.window(t0, t1)
-        if not pts or n < 1:
-            return []
-        start = pts[0][0] if t0 is None else t0
-        stop = pts[-1][0] if t1 is None else t1
-        if len(pts) <= n:
-            return [Bucket(t, v, v, v, 1) for t, v in pts]
-        span = stop - start
-        if span <= 0:
-            vals = [v for _, v in pts]
-            return [Bucket(start, min(vals), sum(vals) / len(vals), max(vals), len(vals))]
-        width = span / n
-        out: list[Bucket] = []
-        cur = -1
-        ts = lo = hi = total = 0.0
-        count = 0
-        for t, v in pts:
-            k = min(int((t - start) / width), n - 1)
-            if k != cur:
-                if count:
-                    out.append(Bucket(ts / count, lo, total / count, hi, count))
-                cur, ts, lo, hi, total, count = k, 0.0, v, v, 0.0, 0
-            ts += t
-            total += v
-            count += 1
-            if v < lo:
-                lo = v
-            if v > hi:
-                hi = v
-        if count:
-            out.append(Bucket(ts / count, lo, total / count, hi, count))
-        return out
+
+def buckets(pts: list[tuple[float, float]], n: int, t0: float | None = None, t1: float | None = None) -> list[Bucket]:
+    """At most `n` buckets of equal time span over [t0, t1] (default: the points' own span) of `pts`,
+    a ring's window oldest first (any thread: it reads only `pts`).
+
+    Empty slices give no bucket, so a gap in the data stays a gap in the chart. Points that fit one
+    per bucket are returned as they are (lo == mean == hi).
+    """
+    if not pts or n < 1:
+        return []
+    start = pts[0][0] if t0 is None else t0
+    stop = pts[-1][0] if t1 is None else t1
+    if len(pts) <= n:
+        return [Bucket(t, v, v, v, 1) for t, v in pts]
+    span = stop - start
+    if span <= 0:
+        vals = [v for _, v in pts]
+        return [Bucket(start, min(vals), sum(vals) / len(vals), max(vals), len(vals))]
+    width = span / n
+    out: list[Bucket] = []
+    cur = -1
+    ts = lo = hi = total = 0.0
+    count = 0
+    for t, v in pts:
+        k = min(int((t - start) / width), n - 1)
+        if k != cur:
+            if count:
+                out.append(Bucket(ts / count, lo, total / count, hi, count))
+            cur, ts, lo, hi, total, count = k, 0.0, v, v, 0.0, 0
+        ts += t
+        total += v
+        count += 1
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+    if count:
+        out.append(Bucket(ts / count, lo, total / count, hi, count))
+    return out

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.session import ConnView, ServerView, Session
     from eagle3_tui.telemetry.metrics import MetricsSummary, Telemetry
-    from eagle3_tui.telemetry.series import Ring
+    from eagle3_tui.telemetry.series import Bucket
 
 # Session time window the live numbers in the status bar average over.
 SUMMARY_WINDOW_S = 60.0
@@ -251,28 +251,24 @@ class ChartData:
     references: list[tuple[float, str]] = field(default_factory=list)
     markers: list[tuple[float, str]] = field(default_factory=list)
     window_s: float = 300.0
-    raw: tuple[list[float], list[float], int, float] | None = None
-    """A copy of the ring's points (times, values, points, t_end) still to be cut into `xs`, `ys`
+    raw: tuple[list[tuple[float, float]], int, float] | None = None
+    """The ring's window (points, bucket count, t_end) still to be cut into `xs`, `ys`
     (`series(defer=True)`); None once `resolve` has run, or when there was nothing to copy."""
 
     def resolve(self) -> ChartData:
         """Cut `raw` into the buckets `xs`, `ys` (any thread: it reads only the copy) and return self."""
         if self.raw is not None:
-            times, values, points, t_end = self.raw
+            pts, points, t_end = self.raw
             self.raw = None
-            from eagle3_tui.telemetry.series import Ring
+            from eagle3_tui.telemetry.series import buckets
 
-            ring = Ring(max(len(times), 1))
-            for t, v in zip(times, values, strict=True):
-                ring.append(t, v)
-            _fill(self, ring, points, t_end)
+            self._fill(buckets(pts, points, t_end - self.window_s, t_end), t_end)
         return self
 
-
-def _fill(data: ChartData, ring: Ring, points: int, t_end: float) -> None:
-    for b in ring.downsample(points, t_end - data.window_s, t_end):
-        data.xs.append(b.t - t_end)
-        data.ys.append(b.mean)
+    def _fill(self, bs: list[Bucket], t_end: float) -> None:
+        for b in bs:
+            self.xs.append(b.t - t_end)
+            self.ys.append(b.mean)
 
 
 def series(
@@ -280,15 +276,15 @@ def series(
 ) -> ChartData:
     """Mean of each time bucket of one ring over the window ending at `t_end`, with the markers.
 
-    `defer`: copy the ring's points only (C speed, on the thread that owns the rings) and leave the
-    bucketing, a Python loop over up to the ring's capacity, to `ChartData.resolve` on another thread."""
+    `defer`: take the window's points only (a bisection and a copy, on the thread that owns the rings)
+    and leave the bucketing, a Python loop over them, to `ChartData.resolve` on another thread."""
     data = ChartData(window_s=window_s)
     ring = telemetry.series.get(name)
     if ring is not None and len(ring):
         if defer:
-            data.raw = (ring.times(), ring.values(), points, t_end)
+            data.raw = (ring.window(t_end - window_s, t_end), points, t_end)
         else:
-            _fill(data, ring, points, t_end)
+            data._fill(ring.downsample(points, t_end - window_s, t_end), t_end)
     data.markers.extend((m.t - t_end, m.label) for m in list(telemetry.markers))
     return data
 
