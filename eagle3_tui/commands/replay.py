@@ -98,13 +98,10 @@ def replay_path(path: str, jobs: int | None = None) -> tuple[int, list[RunSummar
     stream, owned = _open(path)
     splitter = RunSplitter()
     try:
-        if owned is not None and isinstance(stream, io.BufferedReader) and jobs != 1:
-            from eagle3_tui.sglang.scan.parallel import min_parallel_bytes, scan_path
+        if owned is not None and isinstance(stream, io.BufferedReader) and jobs != 1 and os.path.isfile(path):
+            from eagle3_tui.sglang.scan.parallel import scan_path
 
-            if os.path.isfile(path) and os.path.getsize(path) >= min_parallel_bytes():
-                result = scan_path(path, splitter, jobs=jobs)
-            else:
-                result = scan(stream, splitter)
+            result = scan_path(path, splitter, jobs=jobs)  # in this process below min_parallel_bytes()
         else:
             result = scan(stream, splitter)
     except (zlib.error, EOFError) as err:

@@ -378,13 +378,18 @@ _PLAIN_PREFILL = re.compile(
 )
 
 
+def _stat_head(text: str, m: re.Match[str]) -> tuple[float | None, dict[str, int], int | None]:
+    """A stat line's prefix clock, rank tags and `[N]` forward counter (m: _STATS_HEADER's match)."""
+    ts, ranks, _ = split_prefix(text, m.start())
+    it = m.group(2)
+    return ts, ranks, int(it) if it else None
+
+
 def _stats(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
     plain = (_PLAIN_DECODE if m.group(1) == "Decode" else _PLAIN_PREFILL).fullmatch(text, m.end())
     if plain is None:
         return _stats_by_pairs(text, m)
-    ts, ranks, _ = split_prefix(text, m.start())
-    it = m.group(2)
-    iteration = int(it) if it else None
+    ts, ranks, iteration = _stat_head(text, m)
     g = plain.groups()
     if m.group(1) == "Prefill":
         return PrefillStats(
@@ -402,12 +407,10 @@ def _stats(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
 
 
 def _stats_by_pairs(text: str, m: re.Match[str]) -> DecodeStats | PrefillStats:
-    ts, ranks, _ = split_prefix(text, m.start())
+    ts, ranks, iteration = _stat_head(text, m)
     kv = _pairs(text[m.end() :])
     if ts is None and "timestamp" in kv:
         ts = parse_timestamp(kv["timestamp"])
-    it = m.group(2)
-    iteration = int(it) if it else None
     bad: dict[str, str] = {}  # known keys whose value did not parse: kept in `extra`
     usage = _num(kv, "token usage", float, bad)
     if usage is None:

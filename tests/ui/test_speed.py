@@ -7,6 +7,7 @@ same result, and the GIL switch interval while the console runs."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
@@ -91,6 +92,19 @@ class _Pane(App[None]):
         yield LogPane(id="logpane")
 
 
+def _layouts_asked(widget: Any) -> list[bool]:
+    """From now on, for each `refresh` of `widget`: whether it asked for a layout of the screen."""
+    asked: list[bool] = []
+    original = widget.refresh
+
+    def spy(*regions, repaint=True, layout=False, recompose=False):  # type: ignore[no-untyped-def]
+        asked.append(layout)
+        return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    widget.refresh = spy
+    return asked
+
+
 async def test_pause_and_wrap_keys_lay_out_nothing_for_the_state_line() -> None:
     """The state row has a fixed size: its new text (PAUSED, wrap, the +N counter) repaints that row and
     never asks for a layout of the whole screen."""
@@ -101,14 +115,7 @@ async def test_pause_and_wrap_keys_lay_out_nothing_for_the_state_line() -> None:
         pane.flush()
         await pilot.pause()
         label = pane.query_one("#log-state", Label)
-        asked: list[bool] = []
-        original = label.refresh
-
-        def spy(*regions, repaint=True, layout=False, recompose=False):  # type: ignore[no-untyped-def]
-            asked.append(layout)
-            return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-        label.refresh = spy  # type: ignore[method-assign]
+        asked = _layouts_asked(label)
         pane.action_pause()
         pane.add_lines(["new while paused"])
         pane.tick()
@@ -270,14 +277,7 @@ async def test_a_pause_in_a_full_log_keeps_its_size_and_lays_nothing_out() -> No
         await pilot.pause()
         size, rows = log.virtual_size, len(log.lines)
         assert rows == 10_000
-        asked: list[bool] = []
-        original = log.refresh
-
-        def spy(*regions, repaint=True, layout=False, recompose=False):  # type: ignore[no-untyped-def]
-            asked.append(layout)
-            return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-        log.refresh = spy  # type: ignore[method-assign]
+        asked = _layouts_asked(log)
         pane.action_pause()
         assert pane.paused and log.lines[-1] == pane.history[-1] and len(log.lines) == rows
         pane.action_pause()

@@ -44,14 +44,14 @@ __all__ = ["MIN_PARALLEL_BYTES", "default_jobs", "min_parallel_bytes", "scan_pat
 # compiled scanner reads ~1 GB/s: at 163 MB two workers took 0.6-0.8 s against 0.34-0.53 s alone
 # (benchmarks/parse_bench.py, 2-core VM); the regex scanner reads ~0.2 GB/s.
 MIN_PARALLEL_BYTES = {"native": 1 << 30, "regex": 32 << 20}
+PAIRS_PER_GROUP = 256  # the most a run can take (telemetry.runs.MAX_PAIRS)
+MAX_LEADING_LINES = 20_000  # more continuation lines than this at a cut: give up on workers
+MAX_JOBS = 8
 
 
 def min_parallel_bytes() -> int:
     """The smallest file worth workers, for the scanner this installation has."""
     return MIN_PARALLEL_BYTES[best_engine()]
-PAIRS_PER_GROUP = 256  # the most a run can take (telemetry.runs.MAX_PAIRS)
-MAX_LEADING_LINES = 20_000  # more continuation lines than this at a cut: give up on workers
-MAX_JOBS = 8
 
 
 def default_jobs() -> int:

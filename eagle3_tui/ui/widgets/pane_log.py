@@ -46,10 +46,9 @@ class PaneLog(Log):
         new lines take, so new lines that fill the same room (a pause or resume in a flood) ask for a
         repaint of the log and no layout of the screen (`clear` alone sets the size to zero first)."""
         new_lines = list(lines)
-        plain = _plain(new_lines)  # no line to split, one cell a character
-        if not plain:
+        if not _plain(new_lines):  # printable ASCII holds no line break to split at
             new_lines = [part for line in new_lines for part in line.splitlines()]
-        width = max(map(len, new_lines), default=0) if plain else max_cells(new_lines)  # before the cut, as Log
+        width = max_cells(new_lines)  # before the cut, as Log
         if self.max_lines is not None and len(new_lines) > self.max_lines:
             del new_lines[: len(new_lines) - self.max_lines]
         self._lines.clear()
