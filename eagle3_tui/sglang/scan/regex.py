@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 
 from eagle3_tui.sglang import logline
 from eagle3_tui.sglang.logline import KEY_NEEDLES, MAX_LINE
@@ -77,6 +77,7 @@ _GEN_TPS = re.compile(rb", gen throughput \(token/s\): " + _TPS_VALUE)
 _PLAIN_TPS = re.compile(rb", gen throughput \(token/s\): (\d{1,12}\.\d)\d(?=, )")
 _PAIR = re.compile(rb", accept len: (" + _VALUE + rb"), accept rate: (" + _VALUE + rb")")
 _LEN_KEY = b", accept len: "
+_TPS_COUNT = methodcaller("count", b"gen throughput")
 _HEAD6 = itemgetter(slice(0, 6))
 _HEAD4 = itemgetter(slice(0, 4))
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
@@ -204,6 +205,8 @@ class RegexRange:
         n = bodies.count(b"gen throughput")
         if not n:
             return  # no tok/s: not a line SGLang writes, and RunSplitter skips such lines too
+        if max(map(_TPS_COUNT, rows.bodies[i:j])) > 1:
+            n = -1  # a row repeats it (another may lack it: the totals would hide that): read exactly
         nlen = bodies.count(b"accept len")
         tps: Sequence[bytes] = _PLAIN_TPS.findall(bodies)
         if len(tps) != n:
