@@ -8,7 +8,6 @@ Accept lengths come from the benchmark's own requests (greedy, so they do not de
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,12 @@ import pytest
 from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
 from eagle3_tui.session import Session
 from eagle3_tui.session.presets import NO_GRAPH_PRESET, TRAIN_PRESET, set_flags
+from tests.plugins.ports import free_port
 from tests.plugins.world import stop_processes_under
 
 pytestmark = pytest.mark.slow
 
 BENCH = {"num_prompts": 4, "concurrency": 4, "max_tokens": 48}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ids(findings: list) -> set[str]:
@@ -35,7 +29,7 @@ def _ids(findings: list) -> set[str]:
 
 async def test_demo_story_on_0_5_6_steps_wiring_cuda_graph(demo_world, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
-    profile = demo_profile(demo_world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile = demo_profile(demo_world, port=free_port(), state_dir=tmp_path / "demo")
     # No background load (CPU is scarce); the benchmark's own requests give the accept length.
     profile.launch_command = set_flags(profile.launch_command, {"sim-background-load": 0, "decode-log-interval": 4})
     session = Session(profile)

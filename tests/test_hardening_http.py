@@ -63,8 +63,9 @@ class H(http.server.BaseHTTPRequestHandler):
         self.rfile.read(n)
         self.answer()
 
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)  # bound before it says it is ready
 print("The server is fired up and ready to roll!", file=sys.stderr, flush=True)
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+server.serve_forever()
 '''
 
 MODES = ["garbage", "list", "string", "meta-list", "infinity", "deep", "500", "drop"]
@@ -85,8 +86,9 @@ def fake_sglang(tmp_path):
                                  "--port", str(port), "--mode-file", str(mode)],
                                 cwd=pkg.parent, stdout=out, stderr=out, start_new_session=True)
     deadline = time.monotonic() + 30
-    while "fired up" not in log.read_text() and time.monotonic() < deadline:
+    while "fired up" not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    assert "fired up" in log.read_text(), f"the fake server did not start: {log.read_text()[-500:]}"
     prof = tmp_path / "hosts.toml"
     prof.write_text(f'["here"]\nlocal = true\nport = {port}\nlog_path = "{log}"\nstate_dir = "{tmp_path}/state"\n')
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from eagle3_tui.remote import AuthFailed, ChangedHostKey, ConnectionLost, FollowBatch, UnknownHostKey
 from eagle3_tui.remote.ssh import SSHHost
+from tests.plugins.ports import free_port
 from tests.plugins.sshd import SshdServer
 
 
@@ -86,14 +86,8 @@ async def test_auth_failure_is_final_and_not_retried(sshd: SshdServer, tmp_path:
     await host.close()
 
 
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_unreachable_host_fails_first_connect_and_backs_off_with_a_cap(sshd: SshdServer, tmp_path: Path) -> None:
-    port = _dead_port()
+    port = free_port()  # nothing listens there, and no other worker's server is handed it
     host = SSHHost(f"127.0.0.1:{port}", known_hosts=str(sshd.known_hosts), client_keys=[str(sshd.client_key)],
                    agent_path=None, config=[], backoff_initial=0.05, backoff_cap=0.2)
     with pytest.raises(ConnectionLost, match="refused"):

@@ -12,7 +12,6 @@ read-only refuses. Benchmarks are tiny (CPU is scarce); no wall-clock thresholds
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile, demo_profile
 from eagle3_tui.session import ReadOnlyError, RestartFailed, RestartProgress, Session
 from eagle3_tui.session.presets import set_flags
+from tests.plugins.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +30,9 @@ AS_LLAMA = Preset("as-llama", "flags", flags={"sim-target-arch": "llama"},
                   description="the target served as Llama: 0.5.6's llama.py cannot capture the embedding for -1")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _profile(world, tmp_path: Path) -> Profile:
     """The demo profile (the seeds' broken flags), with one background request instead of four: CPU is scarce."""
-    profile = demo_profile(world, port=_free_port(), state_dir=tmp_path / "demo")
+    profile = demo_profile(world, port=free_port(), state_dir=tmp_path / "demo")
     profile.launch_command = set_flags(profile.launch_command, {"sim-background-load": 1})
     profile.demo = False  # behave like a real host profile (read-only would refuse starting it)
     profile.launch_env = {"SGLANG_E2E_MARK": "kept", "E2E_NOT_KEPT": "x"}

@@ -52,18 +52,14 @@ from typing import Any
 
 import pytest
 
+from tests.plugins.ports import free_port
+
 __all__ = ["SSHD_BIN", "SshdServer", "any_host", "ssh_host", "ssh_host_factory", "sshd", "sshd_bastion", "start_sshd"]
 
 SSHD_BIN = shutil.which("sshd") or "/usr/sbin/sshd"
 ALIAS = "eagle3-test-sshd"
 BASTION_ALIAS = "eagle3-test-bastion"
 VIA_ALIAS = "eagle3-test-via-bastion"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _host_block(alias: str, port: int, user: str, key: Path, known_hosts: Path, extra: str = "") -> str:
@@ -87,7 +83,7 @@ class SshdServer:
         self.dir = root
         self.alias = alias
         self.user = pwd.getpwuid(os.getuid()).pw_name
-        self.port = _free_port()
+        self.port = free_port()
         self.host_key = root / "host_key"
         self.client_key = root / "client_key"
         self.known_hosts = root / "known_hosts"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 from eagle3_tui.remote.procgroup import stop_group
+from tests.plugins.ports import free_port
 
 __all__ = [
     "SimServer",
@@ -80,12 +80,6 @@ def demo_world() -> Any:
 
     torch.set_num_threads(1)  # a 2-core machine shared by parallel work: one thread builds fastest
     return ensure_world(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_draft_dir(world: Any, dest: Path, layer_ids: Sequence[int] | None = None) -> Path:

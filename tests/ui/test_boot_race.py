@@ -16,10 +16,10 @@ from typing import Any
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.demo import free_port
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.options import Lifecycle
 from eagle3_tui.ui.screens.boot import BootScreen
+from tests.plugins.ports import free_port
 
 
 async def test_instant_boot_mounts_panes_and_runs_start(demo_world: Any, tmp_path: Path) -> None:

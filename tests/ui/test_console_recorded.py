@@ -239,8 +239,8 @@ async def test_local_launch_path_attaches_without_a_server(tmp_path, monkeypatch
     attaches through LocalHost and the status bar shows what it found, read-only."""
     import argparse
 
-    from eagle3_tui.session.demo import free_port
     from eagle3_tui.ui.launch import build_app
+    from tests.plugins.ports import free_port
 
     # The profile pins a port nothing listens on (so servers other tests run here are not adopted),
     # and sets a theme and a keymap, which the console must take from it.

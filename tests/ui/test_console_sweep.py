@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.demo import attach_and_start, free_port, stop_and_close
+from eagle3_tui.session.demo import attach_and_start, stop_and_close
 from eagle3_tui.session.presets import set_flags
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.app import Eagle3App
@@ -23,6 +23,7 @@ from eagle3_tui.ui.commands import ConsoleCommands
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.options import Lifecycle
 from eagle3_tui.ui.themes import builtin_theme_dir
+from tests.plugins.ports import free_port
 from tests.plugins.world import stop_processes_under
 from tests.ui.recorded import until_ready
 from tests.ui.test_console_live import wait_until
