@@ -8,9 +8,11 @@ When the package registry cannot be reached the tests that need a wheel are skip
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -36,16 +38,25 @@ def wheel(version: str) -> Path:
     if hit is not None:
         return hit
     CACHE.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", f"sglang=={version}", "--no-deps", "-d", str(CACHE), "-q", *PIN]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        pytest.skip(f"cannot run pip download for sglang {version}: {err}")
-    hit = _cached(version)
-    if proc.returncode != 0 or hit is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        pytest.skip(f"package registry unreachable, sglang {version} wheel not fetched: {tail[0]}")
-    return hit
+    # The suite runs in several pytest-xdist workers: one downloads while the others wait on the lock,
+    # and the wheel enters the cache whole (a rename), so no reader ever opens a half-written zip.
+    with open(CACHE / f".sglang-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hit = _cached(version)
+        if hit is not None:
+            return hit
+        with tempfile.TemporaryDirectory(dir=CACHE, prefix=".download-") as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", f"sglang=={version}", "--no-deps", "-d", tmp, "-q", *PIN]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            except (OSError, subprocess.TimeoutExpired) as err:
+                pytest.skip(f"cannot run pip download for sglang {version}: {err}")
+            got = sorted(Path(tmp).glob(f"sglang-{version}-*.whl"))
+            if proc.returncode != 0 or not got:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                pytest.skip(f"package registry unreachable, sglang {version} wheel not fetched: {tail[0]}")
+            os.replace(got[0], CACHE / got[0].name)
+    return CACHE / got[0].name
 
 
 @cache
