@@ -24,6 +24,7 @@ from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.procgroup import signal_group, stop_group
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
 from eagle3_tui.remote.types import FileStat, RunResult, WriteResult
+from eagle3_tui.tasks import wait_for
 
 READ_LIMIT = 16 * 1024 * 1024
 T = TypeVar("T")
@@ -128,7 +129,7 @@ class LocalHost(Host):
             return self._checked(argv, RunResult(126, "", f"{argv[0]}: {exc.strerror}\n"), check)
         self._runs.add(proc)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            out, err = await wait_for(proc.communicate(), timeout)  # a cancel is never lost (tasks.py)
         except BaseException as exc:
             _kill_group(proc.pid)
             with contextlib.suppress(BaseException):

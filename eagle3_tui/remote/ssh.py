@@ -43,6 +43,7 @@ from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.sftp_follow import SftpPoller, sftp_read
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
 from eagle3_tui.remote.types import ConnState, FileStat, FollowCursor, RunResult, WriteResult
+from eagle3_tui.tasks import wait_for
 
 # asyncssh logs connection failures; with no handler configured Python would print warnings to
 # stderr, straight over the terminal UI. They still propagate to handlers the app installs.
@@ -125,7 +126,7 @@ class SSHChannel:
 
     async def wait(self) -> int:
         try:
-            res = await asyncio.wait_for(self.proc.wait(), 10)
+            res = await wait_for(self.proc.wait(), 10)
         except (*_LOST, asyncio.TimeoutError) as exc:
             raise ConnectionLost(f"Lost the connection to {self._host.name}.") from exc
         with contextlib.suppress(asyncio.TimeoutError):
@@ -436,7 +437,7 @@ class SSHHost(Host):
                     f"Not connected to {self.name}" + (f" ({self.last_error})." if self.last_error else ".")
                 )
             try:
-                await asyncio.wait_for(self._ready.wait(), left)
+                await wait_for(self._ready.wait(), left)
             except asyncio.TimeoutError:
                 continue
 
@@ -511,7 +512,7 @@ class SSHHost(Host):
             return out, err, await proc.wait()
 
         try:
-            out, err, res = await asyncio.wait_for(body(), max(0.0, deadline - time.monotonic()))
+            out, err, res = await wait_for(body(), max(0.0, deadline - time.monotonic()))  # see tasks.py
         except BaseException as exc:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._kill_group(conn, pgid))
