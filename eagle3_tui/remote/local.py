@@ -59,7 +59,7 @@ class LocalChannel:
     async def wait(self) -> int:
         rc = await self.proc.wait()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._err_task), 2)
+            await wait_for(asyncio.shield(self._err_task), 2)
         return rc if rc >= 0 else 128 - rc
 
     def stderr_text(self) -> str:

@@ -130,7 +130,7 @@ class SSHChannel:
         except (*_LOST, asyncio.TimeoutError) as exc:
             raise ConnectionLost(f"Lost the connection to {self._host.name}.") from exc
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._err_task), 2)
+            await wait_for(asyncio.shield(self._err_task), 2)
         if res.exit_status is None and res.exit_signal is None:
             raise ConnectionLost(f"Lost the connection to {self._host.name}.")
         rc = res.returncode if res.returncode is not None else -1
