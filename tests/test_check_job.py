@@ -38,7 +38,7 @@ def _check_procs() -> list[int]:
                 cmd = f.read()
         except OSError:
             continue
-        if b"eagle3-check-" in cmd and b"accuracy.py" in cmd:
+        if os.path.join(tempfile.gettempdir(), "eagle3-check-").encode() in cmd and b"accuracy.py" in cmd:
             pids.append(int(name))
     return pids
 

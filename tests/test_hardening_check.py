@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def _running_dirs() -> set[str]:
         except OSError:
             continue
         for part in cmd.split("\0"):
-            if "/eagle3-check-" in part and part.endswith("/accuracy.py"):
+            if part.startswith(os.path.join(tempfile.gettempdir(), "eagle3-check-")) and part.endswith("/accuracy.py"):
                 out.add(os.path.dirname(part))
     return out
 
@@ -46,12 +47,12 @@ def _profile(tmp_path: Path, world, sshd) -> Path:
 
 
 def test_sigterm_cleans_the_hosts_temp_folder_and_the_next_job_removes_leftovers(tmp_path, demo_world, sshd):
-    leftover = Path(f"/tmp/eagle3-check-leftover-{os.getpid()}")
+    leftover = Path(tempfile.gettempdir()) / f"eagle3-check-leftover-{os.getpid()}"
     leftover.mkdir(exist_ok=True)
     (leftover / "accuracy.py").write_text("# a killed job's copy\n")
     old = time.time() - LEFTOVER_AGE_S - 60
     os.utime(leftover, (old, old))
-    before = set(glob.glob("/tmp/eagle3-check-*"))
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "eagle3-check-*")))
     prof = _profile(tmp_path, demo_world, sshd)
     env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
     p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "check", "--host", sshd.alias, "--profile", str(prof),

@@ -99,7 +99,10 @@ class SshdServer:
             f"PidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\n"
             "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
-            "MaxStartups 100\nMaxSessions 50\nSubsystem sftp internal-sftp\nLogLevel VERBOSE\n" + extra_config
+            "MaxStartups 100\nMaxSessions 50\nSubsystem sftp internal-sftp\nLogLevel VERBOSE\n"
+            # the test run's TMPDIR (tests/conftest.py) for the commands it serves, as a local one gets it
+            + (f"SetEnv TMPDIR={os.environ['TMPDIR']}\n" if os.environ.get("TMPDIR") else "")
+            + extra_config
         )
         pub = self.host_key.with_suffix(".pub").read_text().split()
         self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {pub[0]} {pub[1]}\n")
