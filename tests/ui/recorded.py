@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def _put(path: Path, text: str) -> None:
 def recorded_profile(tmp: Path) -> Profile:
     """The host's files live at one fixed place (the findings quote their paths, and snapshots must not
     depend on pytest's temp dir); the session's own state goes to `tmp`."""
-    host = Path(tempfile.gettempdir()) / "eagle3-tui-recorded"
+    host = Path("/tmp") / "eagle3-tui-recorded"  # not gettempdir(): each run's TMPDIR is its own (conftest)
     target, draft = host / "target", host / "draft"
     _put(target / "config.json", json.dumps(TARGET_CONFIG))
     _put(draft / "config.json", DRAFT_CONFIG)
