@@ -290,7 +290,10 @@ class Session:
                 self.views.set_server(state="stopped", pid=None, pgid=None, message=note)
 
     def _remembered_spec(self) -> LaunchSpec | None:
-        return self.store.load_launch() or spec_from_profile(self.profile)
+        remembered = self.store.load_launch()
+        if remembered is not None:
+            return remembered.with_env(self.profile.launch_env)
+        return spec_from_profile(self.profile)
 
     async def refresh_servers(self) -> list[ServerProcess]:
         """Look at the process table again; pick the profile's port, or the only server."""
@@ -324,7 +327,7 @@ class Session:
         await self.refresh_findings()
 
     def _adopt(self, proc: ServerProcess) -> None:
-        spec = proc.spec()
+        spec = proc.spec().with_env(self.profile.launch_env)  # the profile's launch_env over what it ran with
         if spec.log_path is None:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec

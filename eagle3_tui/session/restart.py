@@ -248,7 +248,8 @@ class Restarter:
         assert spec.log_path is not None
         self._progress("launching", "launching: " + " ".join(spec.argv[:6]) + " ...", t0)
         cwd = spec.cwd or str(Path(spec.log_path).parent)
-        pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
+        pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path,
+                                                 clear_env=spec.env_whole)
         self._started = pgid
         # The host rotated the old log before the launch: a fresh follow of the new file from its
         # first byte, with nothing read from the old file left in flight, is this launch's log alone.
