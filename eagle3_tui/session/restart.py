@@ -239,7 +239,11 @@ class Restarter:
             await asyncio.sleep(0.25)
 
     async def _port_free(self, spec: LaunchSpec) -> bool:
-        argv = [self._host.python, "-c", _PORT_FREE, spec.bind_host, str(spec.port)]
+        return await self.port_free(spec.bind_host, spec.port)
+
+    async def port_free(self, bind_host: str, port: int) -> bool:
+        """Whether nothing listens on the host's `bind_host`:`port` (a bind there succeeds)."""
+        argv = [self._host.python, "-c", _PORT_FREE, bind_host, str(port)]
         res = await self._host.run(argv, timeout=20)
         return res.stdout.strip() == "free"
 
