@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.session.discovery import parse_environ
 from tests.plugins.world import READY, free_port, stop_processes_under
 
@@ -98,6 +99,10 @@ def _restart_keeps_the_environment(tmp_path: Path, world, ssh=None) -> None:
         assert saved["env"]["FOO_BAR"] == "baz qux=1" and saved.get("env_whole") is True
     finally:
         first.kill()
+        first.wait()
+        pidfile = tmp_path / ".server.log.pid"
+        if pidfile.exists():  # the relaunched server: its command line does not name tmp_path
+            stop_group(int(pidfile.read_text()), 10.0)
         stop_processes_under(tmp_path)
 
 
