@@ -40,18 +40,23 @@ SIM = ["/usr/bin/python3", "-m", "eagle3_tui.sim.server", "--model-path", "/w/ta
 CFG = '{\n  "architectures": ["LlamaForCausalLMEagle3"],\n  "hidden_size": 64,\n  "num_hidden_layers": 1\n}\n'
 
 
-def test_env_whitelist_and_redaction():
+def test_relaunch_env_is_the_whole_environment_and_secrets_are_redacted():
     env = parse_environ(b"PATH=/bin\0CUDA_VISIBLE_DEVICES=0,1\0SGLANG_X=1\0HF_TOKEN=hf_secret\0"
-                        b"NCCL_DEBUG=INFO\0PYTHONPATH=/p\0AWS_SECRET_ACCESS_KEY=k\0junk\0")
+                        b"NCCL_DEBUG=INFO\0PYTHONPATH=/p\0AWS_SECRET_ACCESS_KEY=k\0junk\0"
+                        b"TMUX=/tmp/t,1,0\0BASH_FUNC_f%%=() { :; }\0OMP_NUM_THREADS=4\0")
     kept = relaunch_env(env)
-    assert kept == {"CUDA_VISIBLE_DEVICES": "0,1", "SGLANG_X": "1", "HF_TOKEN": "hf_secret",
-                    "NCCL_DEBUG": "INFO", "PYTHONPATH": "/p"}
+    assert kept == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "SGLANG_X": "1", "HF_TOKEN": "hf_secret",
+                    "NCCL_DEBUG": "INFO", "PYTHONPATH": "/p", "AWS_SECRET_ACCESS_KEY": "k", "OMP_NUM_THREADS": "4"}
     shown = redact_env(kept)
     assert shown["HF_TOKEN"] == "<redacted>" and shown["NCCL_DEBUG"] == "INFO"
     spec = LaunchSpec.from_argv(SIM, cwd="/w", env=kept, log_path="/w/s.log")
+    spec = LaunchSpec(**{**spec.__dict__, "env_whole": True})
     saved = json.loads(spec.to_json())
     assert "HF_TOKEN" not in saved["env"] and saved["port"] == 30111
-    assert LaunchSpec.from_dict(saved).argv == tuple(SIM)
+    assert "env_whole" not in saved  # secrets left out: a relaunch from the record takes them from its shell
+    assert LaunchSpec.from_dict(saved).argv == tuple(SIM) and not LaunchSpec.from_dict(saved).env_whole
+    plain = LaunchSpec(**{**spec.__dict__, "env": {"PATH": "/bin"}})
+    assert LaunchSpec.from_dict(json.loads(plain.to_json())).env_whole
 
 
 def test_stdout_target_only_regular_files():

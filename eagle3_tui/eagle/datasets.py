@@ -103,19 +103,50 @@ def _folder_files(root: str) -> list[str]:
     return []
 
 
-def expand(pattern: str) -> list[str]:
-    """Files a --data argument names: a glob, a file, or a data root (searched in each trainer's layout)."""
+_SAMPLE_SUFFIXES = (".pt", ".pth", ".safetensors", ".ckpt", ".ckpt.gz")
+
+
+def expand(pattern: str, skipped: list[str] | None = None) -> list[str]:
+    """Files a --data argument names: a glob, a file, or a data root (searched in each trainer's layout).
+
+    A glob over a trainer's output folder (`OUT/*`) also matches what the trainer wrote beside the
+    samples (data_config.json, sample_lengths.json, token_freq.pt, the Arrow dataset): those are not
+    samples and are left out, their paths added to `skipped`; a folder it matches is read as a data
+    root (speculators' `hidden_states/`)."""
     pattern = os.path.expanduser(pattern)
     if os.path.isdir(pattern):
         hits = _folder_files(pattern)
         if not hits:
             raise BadInput(f"{pattern} holds no training data: looked for {_LOOKED_FOR}")
+    elif os.path.isfile(pattern):
+        hits = [pattern]  # named, not matched: read as given (a wrong kind is said by `layout_of`)
     else:
-        hits = [h for h in _glob.glob(pattern, recursive=True) if os.path.basename(h) not in _NOT_SAMPLES]
-    files = sorted((h for h in hits if os.path.isfile(h)), key=natural_key)
+        hits = []
+        for h in _glob.glob(pattern, recursive=True):
+            if os.path.isdir(h):
+                hits += _folder_files(h)
+            elif os.path.basename(h) in _NOT_SAMPLES or not h.endswith(_SAMPLE_SUFFIXES):
+                if skipped is not None:
+                    skipped.append(h)
+            else:
+                hits.append(h)
+    files = sorted(set(h for h in hits if os.path.isfile(h)), key=natural_key)
     if not files:
-        raise BadInput(f"the data pattern {pattern} matches no files (expected {_LOOKED_FOR})")
+        but = (f"; it matches only {_names(skipped)}, which {'is' if len(skipped) == 1 else 'are'} not training "
+               "data") if skipped else ""
+        raise BadInput(f"the data pattern {pattern} matches no files (expected {_LOOKED_FOR}){but}")
     return files
+
+
+def _names(paths: list[str], most: int = 3) -> str:
+    names = sorted(os.path.basename(p) for p in paths)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def skipped_note(skipped: list[str]) -> str:
+    """The one line that says which matched files were not read as training data."""
+    return f"skipped {len(skipped)} matched file{'s' if len(skipped) != 1 else ''} that {'are' if len(skipped) != 1 else 'is'} " \
+           f"not training data ({_names(skipped)})"
 
 
 def file_index(path: str) -> int | None:
@@ -379,14 +410,15 @@ def load(pattern: str, *, max_positions: int = 20000, max_len: int = 4096,
     Every file is checked against the first: the same number of slots and hidden size.
     Sequences longer than `max_len` are cut (attention memory is quadratic in T).
     """
-    files = expand(pattern)
+    skipped: list[str] = []
+    files = expand(pattern, skipped)
     layout = layout_of(files[0])
     arrow, arrow_note = ArrowRows.beside(files[0]) if layout == "speculators" else (None, "")
     order, split, split_note = _split_order(files, layout, arrow)
     samples: list[Sample] = []
     facts0: dict[str, Any] | None = None
     positions = mismatched = 0
-    notes: list[str] = []
+    notes: list[str] = [skipped_note(skipped)] if skipped else []
     for path in order:
         if layout_of(path) != layout:
             raise BadInput(f"{path} is {layout_of(path)} data but {files[0]} is {layout} data (one layout per check)")

@@ -216,23 +216,25 @@ class Host(abc.ABC):
         env: Mapping[str, str] | None = None,
         log_path: str,
         pidfile: str | None = None,
+        clear_env: bool = False,
     ) -> int:
         """Start argv in a new session (setsid) that outlives this connection; returns its pgid.
 
-        stdin is /dev/null, stdout+stderr go to `log_path` (an existing non-empty log is first
+        `env` is set on top of the launching shell's environment, or (`clear_env`) is the whole
+        environment (`env -i`: a relaunch with exactly what the old process had). stdin is /dev/null, stdout+stderr go to `log_path` (an existing non-empty log is first
         renamed to `<log>.<timestamp>`, so followers see a rotation), the pgid is written to
         `pidfile` (default `.<log name>.pid` beside the log). Refuses if the pidfile's group is alive.
         """
         if not argv:
             raise HostError("Nothing to start: the command is empty.")
         full = list(argv)
-        if env:
+        if env or clear_env:
             assigns = []
             for key, value in env.items():
                 if not scripts.ENV_NAME.fullmatch(key):
                     raise HostError(f"Invalid environment variable name {key!r}.")
                 assigns.append(f"{key}={value}")
-            full = ["env", *assigns, *full]
+            full = ["env", *(["-i"] if clear_env else []), *assigns, *full]
         pid_path = pidfile or scripts.default_pidfile(log_path)
         res = await self.run(["sh", "-c", scripts.SPAWN, "sh", cwd, log_path, pid_path, self.python, *full], timeout=30)
         out = res.stdout.strip().splitlines()

@@ -228,6 +228,35 @@ def _keep_copy(src: str, dst: str, data: bytes, mode: int) -> None:
         shutil.copy2(src, dst)
 
 
+def _open_or_none(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
+def _pread_all(fd: int) -> bytes:
+    chunks, pos = [], 0
+    while chunk := os.pread(fd, 1 << 20, pos):
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
+class _LocalHeld:
+    """A file descriptor kept open through a write (`atomic.HeldFile`)."""
+
+    def __init__(self, ops: LocalFileOps, path: str, fd: int) -> None:
+        self._ops, self._path, self._fd = ops, path, fd
+
+    async def read(self) -> bytes:
+        return await self._ops._call("read", self._path, _pread_all, self._fd)
+
+    async def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
 class LocalFileOps:
     """`atomic.FileOps` on this machine: os calls in a worker thread, errors as one sentence."""
 
@@ -242,6 +271,10 @@ class LocalFileOps:
 
     async def read_or_none(self, path: str) -> bytes | None:
         return await self._call("read", path, _read_or_none, path)
+
+    async def hold(self, path: str) -> _LocalHeld | None:
+        fd = await self._call("read", path, _open_or_none, path)
+        return _LocalHeld(self, path, fd) if fd is not None else None
 
     async def mode(self, path: str) -> int:
         st = await self._call("stat", path, os.stat, path)

@@ -162,6 +162,24 @@ class SSHChannel:
             self._host._channels.discard(self)
 
 
+class _SftpHeld:
+    """An SFTP handle kept open through a write (`atomic.HeldFile`): the host's sftp-server keeps the
+    file open, so reads go to that file even after a rename over its name."""
+
+    def __init__(self, f: asyncssh.SFTPClientFile) -> None:
+        self._f = f
+
+    async def read(self) -> bytes:
+        chunks, pos = [], 0
+        while chunk := await sftp_read(self._f, 1 << 20, pos):
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+
+    async def close(self) -> None:
+        await self._f.close()
+
+
 class SftpFileOps:
     """`atomic.FileOps` over one SFTP session. Errors stay asyncssh's: `SSHHost._sftp_call` turns
     them into one sentence (and retries once after a dropped connection)."""
@@ -179,6 +197,12 @@ class SftpFileOps:
         try:
             async with self.sftp.open(path, "rb") as f:
                 return await sftp_read(f)
+        except asyncssh.SFTPNoSuchFile:
+            return None
+
+    async def hold(self, path: str) -> _SftpHeld | None:
+        try:
+            return _SftpHeld(await self.sftp.open(path, "rb"))
         except asyncssh.SFTPNoSuchFile:
             return None
 

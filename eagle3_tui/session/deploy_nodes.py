@@ -150,7 +150,7 @@ class NodeGroup:
             self._parts.progress("launching", f"launching {self._who(node)}", t0)
             cwd = spec.cwd or posixpath.dirname(spec.log_path) or "/"
             node.pgid = await self._host(node.host_name).spawn_detached(list(spec.argv), cwd=cwd, env=spec.env,
-                                                                       log_path=spec.log_path)
+                                                                       log_path=spec.log_path, clear_env=spec.env_whole)
             node.launched = True
 
     async def check_others(self) -> None:

@@ -2,9 +2,10 @@
 
 A server is a process group whose leader runs `python -m sglang.launch_server`, `sglang serve` or the
 sim server. SGLang's scheduler/detokenizer children share the group (and, when forked, the argv), so
-servers are grouped by process group and the oldest member stands for the group. Only the
-environment variables that matter for a relaunch are kept (`RELAUNCH_ENV`); values whose names look
-secret are kept for the relaunch but never shown (`redact_env`).
+servers are grouped by process group and the oldest member stands for the group. A relaunch gets the
+server's whole environment as its main process has it (`relaunch_env`: /proc/<pid>/environ, less the
+few variables the console must change); values whose names look secret are kept for the relaunch but
+never shown or saved (`redact_env`, `LaunchSpec.to_json`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.remote.scripts import ENV_NAME
 from eagle3_tui.session.deploy_journal import journal_source
 from eagle3_tui.session.deployment import (
     Deployment,
@@ -34,19 +36,25 @@ if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host, ProcessInfo
 
-RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH"})
-RELAUNCH_ENV_PREFIXES = ("SGLANG_", "NCCL_", "HF_")
+CONSOLE_CHANGES = frozenset({
+    # a terminal multiplexer's markers: the relaunch runs detached, in no pane (discovery reads them as
+    # "runs in tmux/screen" and would then refuse the next restart of a server that is not there)
+    "TMUX", "TMUX_PANE", "STY", "WINDOW",
+    # systemd's hand-over of fds and sockets to the process it started: none of them exists in a relaunch
+    "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM",
+})
+"""What a relaunch does not reproduce of the server's environment, each because it names something
+that belonged to the old launch only."""
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.I)
 DEFAULT_PORT = 30000
 
 
 def relaunch_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The whitelisted variables: CUDA_VISIBLE_DEVICES, PYTHONPATH, SGLANG_*, NCCL_*, HF_*."""
-    return {
-        k: v
-        for k, v in environ.items()
-        if k in RELAUNCH_ENV_NAMES or any(k.startswith(p) for p in RELAUNCH_ENV_PREFIXES)
-    }
+    """The server's environment as a relaunch gets it: all of it (OMP_NUM_THREADS, LD_PRELOAD,
+    LD_LIBRARY_PATH, TORCH_*, proxies, caches: whatever the server ran with) but `CONSOLE_CHANGES`
+    and names that are not plain identifiers (bash's exported functions, `BASH_FUNC_f%%`: `env`
+    cannot be handed them safely)."""
+    return {k: v for k, v in environ.items() if k not in CONSOLE_CHANGES and ENV_NAME.fullmatch(k)}
 
 
 def is_secret_name(name: str) -> bool:
@@ -79,11 +87,12 @@ def log_path_from_fd_target(target: str) -> str | None:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What a relaunch runs: argv, working directory, whitelisted env, log file, port."""
+    """What a relaunch runs: argv, working directory, environment, log file, port."""
 
     argv: tuple[str, ...]
     cwd: str | None
     env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the launch: on top of the launching shell's environment, or (`env_whole`) alone."""
     log_path: str | None = None
     port: int = DEFAULT_PORT
     bind_host: str = "127.0.0.1"
@@ -91,6 +100,9 @@ class LaunchSpec:
     """Who restarts it when not this console: "docker:<id>", "podman:<id>", "pod:<id>", "systemd:<unit>"."""
     hf_cache: str | None = None
     """The server's Hugging Face hub cache, from its whole environment (repo-id model paths resolve there)."""
+    env_whole: bool = False
+    """`env` is the server's whole environment (read from its process): the relaunch starts from it
+    alone (`env -i`), so nothing of the launching shell's (an SSH login's, the console's) slips in."""
 
     def to_json(self, *, keep_secrets: bool = False) -> str:
         d = asdict(self)
@@ -100,6 +112,10 @@ class LaunchSpec:
                 del d[name]
         if not keep_secrets:
             d["env"] = {k: v for k, v in self.env.items() if not is_secret_name(k)}
+            if len(d["env"]) != len(self.env):
+                d["env_whole"] = False  # secrets not saved: a relaunch from this record takes them from its shell
+        if not d["env_whole"]:
+            del d["env_whole"]
         return json.dumps(d, indent=2)
 
     @classmethod
@@ -113,12 +129,17 @@ class LaunchSpec:
             bind_host=str(d.get("bind_host") or "127.0.0.1"),
             owner=str(d["owner"]) if d.get("owner") else None,
             hf_cache=str(d["hf_cache"]) if d.get("hf_cache") else None,
+            env_whole=d.get("env_whole") is True,
         )
 
     def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
         """The same cwd, env, log and owner with another command (its port and bind host re-read)."""
         spec = LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
-        return replace(spec, owner=self.owner, hf_cache=self.hf_cache)
+        return replace(spec, owner=self.owner, hf_cache=self.hf_cache, env_whole=self.env_whole)
+
+    def with_env(self, extra: Mapping[str, str]) -> LaunchSpec:
+        """The same launch with `extra` (the profile's launch_env) set over its environment."""
+        return replace(self, env={**self.env, **extra}) if extra else self
 
     @classmethod
     def from_argv(
@@ -151,9 +172,12 @@ class ServerProcess:
     note: str = ""
     """One sentence when `argv` is not the process's own (its command line could not be read as a launch)."""
 
+    env_whole: bool = False
+    """`env` is the process's whole environment (False: it could not be read, e.g. another user's)."""
+
     def spec(self) -> LaunchSpec:
         spec = LaunchSpec.from_argv(self.argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
-        return replace(spec, owner=self.deployment.owner, hf_cache=self.hf_cache)
+        return replace(spec, owner=self.deployment.owner, hf_cache=self.hf_cache, env_whole=self.env_whole)
 
     @property
     def label(self) -> str:
@@ -329,7 +353,7 @@ async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str
     return ServerProcess(pid=p.pid, pgid=p.pgid, start_time=p.start_time, argv=tuple(argv), cwd=cwd,
                          env=relaunch_env(environ), log_path=dep.log, port=args.port or DEFAULT_PORT,
                          kind=args.kind, deployment=dep, hf_cache=hub_cache_dir(environ), note=note,
-                         access_log=access)
+                         access_log=access, env_whole=bool(environ))
 
 
 async def discover(

@@ -290,7 +290,10 @@ class Session:
                 self.views.set_server(state="stopped", pid=None, pgid=None, message=note)
 
     def _remembered_spec(self) -> LaunchSpec | None:
-        return self.store.load_launch() or spec_from_profile(self.profile)
+        remembered = self.store.load_launch()
+        if remembered is not None:
+            return remembered.with_env(self.profile.launch_env)
+        return spec_from_profile(self.profile)
 
     async def refresh_servers(self) -> list[ServerProcess]:
         """Look at the process table again; pick the profile's port, or the only server."""
@@ -324,7 +327,7 @@ class Session:
         await self.refresh_findings()
 
     def _adopt(self, proc: ServerProcess) -> None:
-        spec = proc.spec()
+        spec = proc.spec().with_env(self.profile.launch_env)  # the profile's launch_env over what it ran with
         if spec.log_path is None:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
@@ -485,6 +488,7 @@ class Session:
         if plan.problems:
             raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
         spec = self._spec
+        await self.check_target(spec, f"apply preset {plan.preset.name!r}")
         if spec is None:
             raise UserError("no server to restart after the change: none was found and the profile has no launch command")
         self.restarter.begin()  # from here on a second restart is refused
@@ -503,6 +507,7 @@ class Session:
         check_action(self.deployment, "restart")
         self.restarter.check_idle()
         undo = self.changes.next_undo()
+        await self.check_target(self._spec or self._remembered_spec(), "roll back")
         self.restarter.begin()
         try:
             done = await self.changes.undo(undo, self._spec or self._remembered_spec())
@@ -533,7 +538,7 @@ class Session:
             self._spec = self._remembered_spec()
         if self._spec is None:
             raise UserError("no launch command: set launch_command in the profile")
-        self._check_port(self._spec)
+        await self.check_target(self._spec, "start the server")
         self.restarter.begin()
         await self._restart(reason="start")
 
@@ -552,9 +557,9 @@ class Session:
         if into_log:
             release_to_log(self)
         self.restarter.check_idle()
+        await self.check_target(self._spec, "restart the server")
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
-        self._check_port(self._spec)
         self.restarter.begin()
         await self._restart(reason="restart")
 
@@ -565,6 +570,7 @@ class Session:
         self._check_writable("restart the server")
         check_action(self.deployment, "flags")
         self.restarter.check_idle()
+        await self.check_target(self._spec, "restart the server")
         if self._spec is None:
             raise UserError("no server to restart: none was found and the profile has no launch command")
         self.restarter.begin()
@@ -573,15 +579,31 @@ class Session:
         self._update_served()
         await self._restart(reason=reason)
 
-    def _check_port(self, spec: LaunchSpec) -> None:
-        """Refuse to relaunch a remembered command on another port than the profile asks for."""
-        want = self.profile.port
-        if want is not None and spec.port != want and not self.profile.launch_command:
+    async def check_target(self, spec: LaunchSpec | None, what: str) -> None:
+        """Refuse, naming what was found, unless `what` acts on the server the user named: the one on the
+        port asked for (`--port`, the profile's port, its launch command's), else, with none named, the
+        only one running. A server not running may be started only on the port asked for, and only when
+        nothing else holds that port. Called before anything on the host changes."""
+        want = wanted_port(self.profile)
+        found = "; ".join(s.label for s in self.servers) or "none"
+        adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self.servers)
+        if want is None:
+            if not adopted and len(self.servers) > 1:
+                raise UserError(f"refusing to {what}: several SGLang servers run here ({found}) and none was "
+                                "named: give --port (or set the port in the profile); nothing was changed")
+            return
+        if adopted and self.server.port == want:
+            return
+        if spec is not None and spec.port != want:
             raise UserError(
-                f"the profile asks for port {want} but the only launch command known (remembered from the last "
-                f"run) serves port {spec.port}, and the profile has no launch_command to start one on {want}: "
-                "set launch_command in the profile (or put the port back)"
-            )
+                f"refusing to {what}: no SGLang server this console recognises runs on port {want} (servers "
+                f"found: {found}), and the launch command known serves port {spec.port}, not {want}; nothing "
+                f"was changed (set launch_command in the profile to start one on port {want})")
+        if spec is not None and not await self.restarter.port_free(spec.bind_host, want):
+            raise UserError(
+                f"refusing to {what}: port {want} is in use, but not by an SGLang server this console "
+                f"recognises (servers found: {found}); nothing was changed (see `ss -ltnp 'sport = :{want}'` "
+                "on the host)")
 
     def _on_launched(self, spec: LaunchSpec, pgid: int, reason: str) -> None:
         now = time.time()
@@ -628,6 +650,8 @@ class Session:
 
         if self.server.state not in ("ready", "unknown"):
             raise UserError(f"the server is {self.server.state}; start it before benchmarking")
+        if wanted_port(self.profile) is None:
+            await self.check_target(None, "benchmark")  # several servers, none named: which one is unknown
         if baseline and self.server.speculative:
             raise UserError("a baseline run needs the server without speculation: apply the "
                             f"{NO_SPEC_PRESET!r} preset first (and roll back after)")

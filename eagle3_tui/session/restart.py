@@ -239,7 +239,11 @@ class Restarter:
             await asyncio.sleep(0.25)
 
     async def _port_free(self, spec: LaunchSpec) -> bool:
-        argv = [self._host.python, "-c", _PORT_FREE, spec.bind_host, str(spec.port)]
+        return await self.port_free(spec.bind_host, spec.port)
+
+    async def port_free(self, bind_host: str, port: int) -> bool:
+        """Whether nothing listens on the host's `bind_host`:`port` (a bind there succeeds)."""
+        argv = [self._host.python, "-c", _PORT_FREE, bind_host, str(port)]
         res = await self._host.run(argv, timeout=20)
         return res.stdout.strip() == "free"
 
@@ -248,7 +252,8 @@ class Restarter:
         assert spec.log_path is not None
         self._progress("launching", "launching: " + " ".join(spec.argv[:6]) + " ...", t0)
         cwd = spec.cwd or str(Path(spec.log_path).parent)
-        pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path)
+        pgid = await self._host.spawn_detached(list(spec.argv), cwd=cwd, env=spec.env, log_path=spec.log_path,
+                                                 clear_env=spec.env_whole)
         self._started = pgid
         # The host rotated the old log before the launch: a fresh follow of the new file from its
         # first byte, with nothing read from the old file left in flight, is this launch's log alone.
