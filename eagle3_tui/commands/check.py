@@ -1,7 +1,7 @@
 """`eagle3-tui check`: the standalone accuracy check, wirings side by side, locally or on the GPU host.
 
 Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
-check's plain files to the host over SSH, runs them there next to the data, and streams the
+check's zip application to the host over SSH, runs it there next to the data, and streams the
 results back (a `Session` connected with the profile's SSH settings runs
 eagle3_tui/session/checkjob.py). Paths are the host's.
 """

@@ -11,15 +11,14 @@ tau = 1 + sum_i prod_{j<=i} a_j, and beside them the trainer's own metric named 
 (`ServedLoader`) does not run what the draft was trained with (norms, rope scaling, layers), the numbers
 are those of the served forward and `as_trained` holds the trained forward's.
 
-It runs in-process (`run_check`) or as a plain script next to the data on the GPU host:
+It runs in-process (`run_check`) or as a program next to the data on the GPU host:
 
-    python accuracy.py --draft DIR --data ROOT|GLOB [--target DIR|config.json] [--wiring SPEC ...]
+    python accuracy.pyz --draft DIR --data ROOT|GLOB [--target DIR|config.json] [--wiring SPEC ...]
 
 which prints JSON lines (start, findings, data, probe, wirings, progress, result, done | error) and
 exits when its stdin closes (the SSH channel went away). Only the standard library, torch and
-safetensors are needed (pyarrow, when importable, reads speculators' loss masks); its siblings
-(drafter, datasets, wiring, checkpoint, trainers) are imported either as package modules or as plain
-files in the same directory.
+safetensors are needed (pyarrow, when importable, reads speculators' loss masks). On a host it runs
+from the check's zip (eagle/shipped.py: `python accuracy.pyz ARGS`), its siblings imported as usual.
 """
 
 from __future__ import annotations
@@ -34,19 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if __package__:
-    from . import checkpoint as ck
-    from . import datasets as ds_mod
-    from . import predict as pr
-    from . import trainers as tr
-    from . import wiring as wr
-else:  # plain files copied side by side
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import checkpoint as ck  # type: ignore[no-redef, import-not-found]
-    import datasets as ds_mod  # type: ignore[no-redef, import-not-found]
-    import predict as pr  # type: ignore[no-redef, import-not-found]
-    import trainers as tr  # type: ignore[no-redef, import-not-found]
-    import wiring as wr  # type: ignore[no-redef, import-not-found]
+from eagle3_tui.eagle import checkpoint as ck
+from eagle3_tui.eagle import datasets as ds_mod
+from eagle3_tui.eagle import predict as pr
+from eagle3_tui.eagle import trainers as tr
+from eagle3_tui.eagle import wiring as wr
 
 if TYPE_CHECKING:  # only for annotations, so the shipped file also runs on Python 3.8
     from typing import TypeAlias
@@ -613,10 +604,8 @@ def _load_weights(path: str) -> dict[str, Any]:
 
 
 def _drafter_module() -> Any:
-    if __package__:
-        from . import drafter
-    else:
-        import drafter  # type: ignore[no-redef, import-not-found]
+    from eagle3_tui.eagle import drafter  # torch at import: only when the check runs
+
     return drafter
 
 

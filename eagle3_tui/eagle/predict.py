@@ -16,7 +16,7 @@ target's argmax through depth j - 1: a_j = P(depth >= j | depth >= j - 1, data g
 and the prediction is tau = 1 + sum_j prod_{i<=j} a_i, the chain check's formula with the tree's
 per-depth acceptance.
 
-Like accuracy.py it needs only the standard library and torch, and is shipped beside it.
+Like accuracy.py it needs only the standard library and torch, and ships in the check's zip.
 """
 
 from __future__ import annotations

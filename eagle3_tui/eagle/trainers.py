@@ -14,7 +14,7 @@ speculators' data generator captures vLLM's default aux layers (2, N//2, N-3) pl
 (`scripts/launch_vllm.py`: `[2, N//2, N-3, N]`, vLLM counting, boundary = id); its trainer validates on the
 last `1 - train_data_ratio` (default 0.1) of the rows (`train/data.py` `ArrowDataset`, `dataloader.py`).
 
-Stdlib only at import (torch is imported inside the counting code): copied as a plain file beside accuracy.py.
+Stdlib only at import (torch is imported inside the counting code): it ships in the check's zip.
 """
 
 from __future__ import annotations

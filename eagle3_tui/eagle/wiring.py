@@ -24,7 +24,7 @@ A data set stores hidden states in *slots* (speculators v1: a list, current spec
 middle axis, SpecForge: chunks of ``aux_hidden_state``). A `Wiring` names the boundaries a draft
 is fed and, when the data's slot boundaries are known, which slots realise them.
 
-This module is pure (stdlib only) and is also copied as a plain file next to accuracy.py.
+This module is pure (stdlib only) and ships in the check's zip (eagle/shipped.py).
 """
 
 from __future__ import annotations

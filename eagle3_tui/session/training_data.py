@@ -2,7 +2,7 @@
 
 The doctor's `wiring-mismatch` compares what the draft was trained on with what is served, and only the
 training data knows the former. A quick look reads the first data file on the host, next to the data,
-with the check's own reader (`eagle.datasets.describe`, shipped as a plain file like the check): the
+with the check's own reader (`eagle.datasets.describe`, imported from the check's zip): the
 layout, how many slots, which of them the trainer fed fc. The slots' boundaries come from the operator
 (`--data-slots`, the profile's `data_slots`), else from speculators' generator layout where it applies.
 Bad input (a glob matching nothing, a file of the wrong shape, slots that do not fit) is one sentence.
@@ -26,7 +26,7 @@ _DESCRIBE = (
     "import json, sys\n"
     "sys.path.insert(0, sys.argv[1])\n"
     "try:\n"
-    "    import datasets\n"
+    "    from eagle3_tui.eagle import datasets\n"
     "except ImportError as e:\n"
     "    print(json.dumps({'missing': str(e)})); raise SystemExit(0)\n"
     "try:\n"
@@ -132,9 +132,9 @@ def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | No
 
 async def read_head(host: Host, python: str, glob: str) -> DataHead:
     """The data's first file read on `host` with its own Python (torch and safetensors there)."""
-    # the folder with a trailing slash on the command line: a check starting meanwhile sees it in use
-    # (session/leftovers.py) and leaves it alone
-    got = await run_shipped(host, python, lambda tmp: [python, "-c", _DESCRIBE, f"{tmp}/", glob], timeout=120)
+    # the zip's path (the job's folder and a slash) on the command line: a check starting meanwhile sees
+    # the folder in use (session/leftovers.py) and leaves it alone
+    got = await run_shipped(host, python, lambda zip_path: [python, "-c", _DESCRIBE, zip_path, glob], timeout=120)
     line = next((ln for ln in reversed(got.stdout.splitlines()) if ln.startswith("{")), "")
     try:
         out = json.loads(line)
