@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Label, TabbedContent, TabPane
 
+from eagle3_tui.ui import keys
 from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.jobs import Jobs, err_text
 from eagle3_tui.ui.messages import FromSession, SessionMessage, message_for
@@ -511,12 +512,11 @@ class MainScreen(Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A disabled action's key (check_action said no, so no binding ran it): say why."""
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
-            why = self.refused(binding.action)
-            if why is not None:
-                event.stop()
-                self._say_refused(binding.action, why)
-                return
+        binding = keys.owner_of_key(event.key, self.BINDINGS, self.options.keymap)
+        why = None if binding is None else self.refused(binding.action)
+        if binding is not None and why is not None:
+            event.stop()
+            self._say_refused(binding.action, why)
 
     def _say_refused(self, action: str, why: str) -> None:
         """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""
