@@ -53,11 +53,13 @@ async def _sweep(session: Session, **kw: object) -> tuple[object, list[str]]:
     return sweep, events  # type: ignore[return-value]
 
 
-async def test_sweep_through_localhost_restores_the_start(demo_world, tmp_path, ledger_dir) -> None:
+@pytest.mark.usefixtures("ledger_dir")
+async def test_sweep_through_localhost_restores_the_start(demo_world, tmp_path) -> None:
     await _story(Session(_profile(demo_world, tmp_path)), cancel=True)
 
 
-async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ledger_dir, ssh_host) -> None:
+@pytest.mark.usefixtures("ledger_dir")
+async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ssh_host) -> None:
     profile = _profile(demo_world, tmp_path)
     profile.local, profile.name = False, "ssh-sweep"
     await _story(Session(profile, host=ssh_host), cancel=False)

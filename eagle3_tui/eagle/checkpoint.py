@@ -17,7 +17,7 @@ import struct
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from eagle3_tui.eagle.trainers import SGLANG_0_5_6, ServedLoader
 from eagle3_tui.errors import UserError
@@ -27,11 +27,9 @@ from eagle3_tui.readers import json_object
 class BadInput(UserError):
     """A file that is not what the check needs; the message is one sentence naming it."""
 
-    exit_code = 2
 
-
-ISSUE_KINDS: tuple[str, ...] = ("unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm",
-                                "architecture", "embedding", "aux-config", "layers")
+IssueKind = Literal["unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm", "architecture",
+                    "embedding", "aux-config", "layers"]
 
 # safetensors dtype names and their sizes in bytes
 DTYPE_SIZES: dict[str, int] = {
@@ -61,7 +59,7 @@ class CheckpointHeader:
 
 @dataclass(frozen=True)
 class CheckpointIssue:
-    kind: str  # one of ISSUE_KINDS
+    kind: IssueKind
     tensor: str
     message: str
 

@@ -129,6 +129,5 @@ def build() -> bytes:
         for module in modules():
             path, _is_pkg = _source(module)
             info = zipfile.ZipInfo(_arcname(module), _FIXED_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, path.read_bytes())
+            z.writestr(info, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
     return buf.getvalue()

@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FRAMEWORKS: tuple[str, ...] = ("specforge", "speculators")
-
 SPECFORGE_DEFINITION = (
     "SpecForge acc_k: per TTT step k, unconditional; the draft's argmax mapped through d2t equals the "
     "target's full-vocabulary argmax, over the loss mask shifted k positions (out-of-vocabulary target = miss)")
@@ -35,17 +33,14 @@ SPECULATORS_DEFINITION = (
 # speculators' trainer: train_data_ratio default (scripts/train.py, train/dataloader.py)
 SPECULATORS_TRAIN_RATIO = 0.9
 
-# optional draft operations a loader may apply (names shared with drafter.DraftForward's fields)
-OPTIONAL_OPS: tuple[str, ...] = ("input_norm", "fc_norm", "norm_before_residual", "norm_output", "qk_norm",
-                                 "rope_scaling")
-
 
 @dataclass(frozen=True)
 class ServedLoader:
     """What the installed SGLang's EAGLE-3 draft loader does with a checkpoint (issue 11's model fills it in
     for the installed release; the default is SGLang 0.5.6's `llama_eagle3.py`).
 
-    `applies` names the optional operations its forward runs (see OPTIONAL_OPS); `num_aux` is the fc
+    `applies` names the optional operations its forward runs (input_norm, fc_norm, norm_before_residual,
+    norm_output, qk_norm, rope_scaling: drafter.DraftForward's fields); `num_aux` is the fc
     width in aux states it builds (None: from the config ids); `multi_layer`: it runs more than one
     draft layer; `replaces_embedding`: it swaps in the target's embedding when the widths match.
     """

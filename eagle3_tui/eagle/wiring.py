@@ -32,8 +32,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-EMBEDDING = 0
-
 CONVENTIONS: tuple[str, ...] = ("sglang", "vllm", "specforge", "speculators", "speculators-v1", "eagle")
 
 # id -> boundary offset for each convention

@@ -163,11 +163,6 @@ class Session:
     def server(self) -> ServerView:
         return self.views.server
 
-    @server.setter
-    def server(self, view: ServerView) -> None:
-        """Replace the server view without telling listeners (a recorded session, before the UI wires)."""
-        self.views.server = view
-
     @property
     def spec(self) -> LaunchSpec | None:
         """The launch a restart runs: the attached server's, else the remembered or profile's one."""
@@ -311,17 +306,6 @@ class Session:
             gone = not self.servers or want is not None
             self.views.set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
         return self.servers
-
-    async def select_server(self, pid: int) -> None:
-        """Attach to one of several discovered servers."""
-        found = next((s for s in self.servers if s.pid == pid), None)
-        if found is None:
-            raise UserError(f"no SGLang server with pid {pid} on this host")
-        self._adopt(found)
-        await self.read_launch_facts()
-        if self.server.log_path:
-            self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
-        await self.refresh_findings()
 
     def _adopt(self, proc: ServerProcess) -> None:
         spec = proc.spec()

@@ -246,9 +246,9 @@ class MainScreen(Screen[None]):
 
     def _freeze_heap(self) -> None:
         """The console is built: take its objects out of the collector's sight, as run_console does
-        with the imports'. A full collection walks every tracked object (~100k, 60-170 ms on a 2-core
-        VM, several a minute in a log flood: they were the slowest key presses; 5-35 ms after this,
-        key p95 139 -> 23 ms in benchmarks/ui_bench.py). Objects that die later are freed as usual,
+        with the imports'. A full collection walks every tracked object, several a minute in a log
+        flood: they were the slowest key presses (benchmarks/ui_bench.py; benchmarks/MEASURED.md).
+        Objects that die later are freed as usual,
         unless in a cycle: `on_unmount` gives them back to the collector (an app in a test process)."""
         gc.freeze()
         self._heap_frozen = True
@@ -449,7 +449,7 @@ class MainScreen(Screen[None]):
             with contextlib.suppress(NoMatches):  # the screen is being torn down
                 self._show_status()
             # The strips in a callback of their own: the status summary and the strips each read every
-            # ring (10-30 ms apiece while a busy server logs), and a key press can run between the two.
+            # ring (costly while a busy server logs), and a key press can run between the two.
             self.call_later(self._strips_tick)
 
     def _strips_tick(self) -> None:
