@@ -181,7 +181,7 @@ def test_a_port_held_by_another_process_fails_the_restart_soon_and_says_so(tmp_p
     so the restart fails after PORT_HELD_S with the reason instead of waiting out a minute."""
     import socket
 
-    from eagle3_tui.session.restart import PORT_HELD_S
+    from eagle3_tui.session.restart_timing import PORT_HELD_S
 
     prof, _cfg, alias = _profile(tmp_path, demo_world)
     port = int(next(line for line in prof.read_text().splitlines() if line.startswith("port = ")).split()[-1])

@@ -119,6 +119,22 @@ def parse_ids(text: str) -> tuple[int, ...]:
         raise ValueError(f"{text!r} is not a list of integer layer ids (expected e.g. -1,2,30)") from None
 
 
+def check_slots(slots: Sequence[int]) -> tuple[int, ...]:
+    """The boundaries a training data's slots hold: 0 (the embedding output) or more; ValueError otherwise."""
+    given = tuple(int(b) for b in slots)
+    if any(b < 0 for b in given):
+        raise ValueError(f"boundaries are 0 (the embedding output) or more, got {', '.join(map(str, given))}")
+    return given
+
+
+def parse_slots(text: str | None) -> tuple[int, ...] | None:
+    """`--data-slots` / a profile's `data_slots` text: '0,3,31,59' -> boundaries; empty -> None;
+    ValueError with one sentence for anything else (negative boundaries included)."""
+    if text is None or not text.strip():
+        return None
+    return check_slots(parse_ids(text))
+
+
 def format_boundaries(boundaries: Sequence[int] | None) -> str:
     """"embed, h3, h31": boundary 0 is the embedding, h{k} the residual after layer k-1."""
     if boundaries is None:

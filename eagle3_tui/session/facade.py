@@ -30,6 +30,7 @@ from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
+from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
@@ -52,7 +53,6 @@ from eagle3_tui.session.events import (
     CheckProgress,
     ConnView,
     FindingsChanged,
-    ReadOnlyError,
     RestartFailed,
     ServerView,
     SessionEvent,
@@ -74,7 +74,8 @@ from eagle3_tui.session.presets import (
 )
 from eagle3_tui.session.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
-from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter
+from eagle3_tui.session.restart import Restarter
+from eagle3_tui.session.restart_timing import LOG_TAIL_LINES
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.state import RunTracker
 from eagle3_tui.session.store import LocalStore
@@ -181,9 +182,9 @@ class Session:
     def _emit(self, event: SessionEvent) -> None:
         self.views.emit(event)
 
-    def _check_writable(self, what: str) -> None:
+    def _check_writable(self, action: str, detail: str = "") -> None:
         if self.readonly:
-            raise ReadOnlyError(f"read-only session: refusing to {what} (started with --readonly)")
+            raise refuse_readonly(action, detail, how="the session was started with --readonly")
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -463,7 +464,7 @@ class Session:
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
-        self._check_writable(f"apply preset {plan.preset.name!r}")
+        self._check_writable("apply", plan.preset.name)
         check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
         self.restarter.check_idle()
         if plan.problems:
@@ -483,7 +484,7 @@ class Session:
 
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
-        self._check_writable("roll back")
+        self._check_writable("rollback")
         check_action(self.deployment, "restart")
         self.restarter.check_idle()
         undo = self.changes.next_undo()
@@ -511,7 +512,7 @@ class Session:
     async def start_server(self) -> None:
         """Start the server with the profile's launch command (or the last known one)."""
         if not self.profile.demo:  # the demo's own sim server is started even when read-only
-            self._check_writable("start the server")
+            self._check_writable("start")
         self.restarter.check_idle()
         if self._spec is None:
             self._spec = self._remembered_spec()
@@ -523,7 +524,7 @@ class Session:
 
     async def stop_server(self) -> None:
         if not self.profile.demo:
-            self._check_writable("stop the server")
+            self._check_writable("stop")
         check_action(self.deployment, "stop")
         await self.restarter.stop()
 
@@ -531,7 +532,7 @@ class Session:
         """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
 
         `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
-        self._check_writable("restart the server")
+        self._check_writable("restart")
         check_action(self.deployment, "restart", into_log=into_log)
         if into_log:
             release_to_log(self)
@@ -546,7 +547,7 @@ class Session:
         """Restart with `argv` as the launch command, through the one restart path, without an undo
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
-        self._check_writable("restart the server")
+        self._check_writable("restart")
         check_action(self.deployment, "flags")
         self.restarter.check_idle()
         if self._spec is None:

@@ -92,18 +92,13 @@ class TrainingData:
 
 
 def parse_slots(text: str | None, what: str = "--data-slots") -> tuple[int, ...] | None:
-    """'0,3,31,59' -> boundaries; empty -> None; one sentence for anything else."""
-    from eagle3_tui.eagle.wiring import parse_ids
+    """'0,3,31,59' -> boundaries; empty -> None; one sentence for anything else (eagle.wiring's rule)."""
+    from eagle3_tui.eagle.wiring import parse_slots as parse
 
-    if text is None or not text.strip():
-        return None
     try:
-        slots = tuple(parse_ids(text))
+        return parse(text)
     except ValueError as err:
         raise UserError(f"{what}: {err}") from None
-    if any(b < 0 for b in slots):
-        raise UserError(f"{what}: boundaries are 0 (the embedding output) or more, got {', '.join(map(str, slots))}")
-    return slots
 
 
 def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | None,

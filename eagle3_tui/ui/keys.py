@@ -12,6 +12,8 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 
+from eagle3_tui.actions import CHANGES_HOST
+
 # (group title, binding ids) in the order help lists them.
 HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -24,8 +26,8 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )
 
-# Actions that change the host: hidden and refused in --readonly.
-CHANGING = frozenset({"apply_preset", "rollback", "restart", "sweep"})
+# Actions that change the host (the session's one list, by the same names): hidden and refused in --readonly.
+CHANGING = CHANGES_HOST
 
 _DISPLAY = {
     "slash": "/",

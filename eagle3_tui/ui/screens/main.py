@@ -58,8 +58,6 @@ FOCUS = {
 }
 CHECK_STOPPED = "check cancelled: the job on the host was stopped"
 SWEEP_LIMIT = 4  # the console sweep serves this many of the predicted best unless sweep_opts says otherwise
-# the console's actions that a deployment may refuse, and what they do to it (deployment.refusal's names)
-_DEPLOYMENT_NEEDS = {"restart": ("restart",), "rollback": ("restart",), "sweep": ("flags", "restart")}
 
 
 def while_mounted(handler: Callable[[MainScreen, M], None]) -> Callable[[MainScreen, M], None]:
@@ -488,7 +486,7 @@ class MainScreen(Screen[None]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("rollback", "restart", "sweep") and self.readonly:
+        if action in keys.CHANGING and self.readonly:
             return False
         if self.refused(action) is not None:
             return None  # shown disabled; pressing its key says why (on_key)
@@ -500,8 +498,11 @@ class MainScreen(Screen[None]):
 
     def refused(self, action: str) -> str | None:
         """Why the deployment (container, pod, unit, nodes) makes `action` unsafe; None when it is not."""
-        needs = _DEPLOYMENT_NEEDS.get(action)
-        if needs is None or self.session is None:
+        from eagle3_tui.actions import host_action
+
+        act = host_action(action)
+        needs = act.needs if act is not None else ()
+        if not needs or self.session is None:
             return None
         from eagle3_tui.session.deploy_wiring import refusals
 
