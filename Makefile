@@ -2,7 +2,7 @@
 #   make demo   builds .venv and opens the console on the demo world
 #   make test   builds .venv, runs the linters (ruff, mypy, import contracts), then the whole test suite
 #               (in pytest-xdist workers: one per CPU, at most 4)
-#   make lint   the linters alone
+#   make lint   the linters alone (ruff, mypy, import contracts, vulture for dead code)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -40,6 +40,7 @@ lint: venv
 	$(BIN)/ruff check eagle3_tui tests benchmarks
 	$(BIN)/mypy $(MYPY_PATHS)
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 test: lint
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from eagle3_tui import __version__
-from eagle3_tui.errors import EXIT_INTERNAL, EXIT_SIGNAL_BASE, UserError, signal_line
+from eagle3_tui.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SIGNAL_BASE, UserError, signal_line
 
 # Modules under eagle3_tui/commands/, in the order their subcommands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_console(args)
             finally:
                 gc.enable()
-        return int(func(args) or 0)
+        return int(func(args) or EXIT_OK)
     except UserError as err:
         print(f"eagle3-tui: {err}", file=sys.stderr)
         return err.exit_code
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(signal_line(sig), file=sys.stderr)
         return EXIT_SIGNAL_BASE + int(sig)
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
     except Exception as err:
         if os.environ.get("EAGLE3_TUI_DEBUG"):
             raise

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import signal
 
-
-class UserError(Exception):
-    """A problem the user can act on; `str(err)` is the whole message."""
-
-    exit_code: int = 2
-
-
 # Exit statuses of the one exit path (cli.main): each way a command can end has its own.
 EXIT_OK = 0
 EXIT_USER = 2  # a UserError: the message says what to do
 EXIT_CONNECTION_LOST = 3  # the host's connection went away and did not come back in time
 EXIT_INTERNAL = 70  # a bug: one line, and EAGLE3_TUI_DEBUG=1 shows the traceback
 EXIT_SIGNAL_BASE = 128  # killed by a signal: 128 + its number (SIGHUP 129, SIGINT 130, SIGTERM 143)
+
+
+class UserError(Exception):
+    """A problem the user can act on; `str(err)` is the whole message."""
+
+    exit_code: int = EXIT_USER
+
 
 SIGNAL_WORDS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 

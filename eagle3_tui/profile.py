@@ -217,7 +217,12 @@ def profile_from_table(name: str, table: Mapping[str, Any], *, path: Path | None
         prof.local = bool(table["local"])
     _read_launch(prof, table, src)
     if "data_slots" in table:
-        prof.data_slots = _int_list(table["data_slots"], src, name, "data_slots")
+        from eagle3_tui.eagle.wiring import check_slots
+
+        try:
+            prof.data_slots = check_slots(_int_list(table["data_slots"], src, name, "data_slots"))
+        except ValueError as err:
+            raise _err(src, name, f"data_slots: {err}") from None
     _read_numbers(prof, table, src)
     if "keymap" in table:
         km = table["keymap"]

@@ -5,8 +5,7 @@ Infinity (not JSON numbers; SGLang would fail on them or compute garbage), numbe
 float, nesting past the interpreter's recursion limit, and the wrong top-level type. Text files
 (prompts) must be UTF-8 without NUL bytes. Every failure is a `UserError` whose message names what
 was read (`what`) and what is wrong, so it is shown as is: in the CLI, the status bar, a finding.
-Standard library only: the check job also ships it as a plain file beside accuracy.py (Python 3.8+),
-where `UserError` is a plain exception of the same name.
+Standard library only (Python 3.8+): the check's zip ships it to the GPU host (eagle/shipped.py).
 """
 
 from __future__ import annotations
@@ -16,12 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-if __package__:
-    from eagle3_tui.errors import UserError
-else:  # a plain file beside accuracy.py on the GPU host
-
-    class UserError(Exception):  # type: ignore[no-redef]
-        exit_code = 2
+from eagle3_tui.errors import UserError
 
 
 class _NotFinite(ValueError):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.eagle import shipped
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session import checkjob
+from tests.bare_python import bare_python
 from tests.test_check_mini import Mini, build_mini
 
 
@@ -111,28 +113,52 @@ async def test_cancel_ends_the_remote_job(jmini: Mini, tmp_path: Path, ssh_host)
     assert _leftovers() == before
 
 
-def test_flat_script_runs_isolated_and_exits_when_stdin_closes(jmini: Mini, tmp_path: Path) -> None:
-    """The shipped files work as plain siblings under `python -I` (no package, no site dirs from the
-    environment), print JSON lines, and end when stdin closes even while blocked."""
+def test_the_zip_runs_on_a_bare_python_and_exits_when_stdin_closes(jmini: Mini, tmp_path: Path) -> None:
+    """The shipped zip, with the package's normal imports, runs where only torch and safetensors are
+    installed, prints JSON lines, and ends when stdin closes even while blocked."""
     import json
     import subprocess
-    import sys
 
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    for name, data in checkjob.script_sources().items():
-        (flat / name).write_bytes(data)
-    argv = [sys.executable, "-I", "-u", str(flat / "accuracy.py"), "--draft", str(jmini.draft), "--data", jmini.v1,
+    bare, env = bare_python(tmp_path)
+    pyz = tmp_path / "job" / "accuracy.pyz"
+    pyz.parent.mkdir()
+    pyz.write_bytes(shipped.build())
+    argv = [*bare, "-u", str(pyz), "--draft", str(jmini.draft), "--data", jmini.v1,
             "--target", str(jmini.target), "--steps", "2", "--threads", "1"]
-    done = subprocess.run([*argv, "--no-stdin-watch"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run([*argv, "--no-stdin-watch"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=env)
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    assert done.returncode == 0 and events[0]["event"] == "start" and events[-1]["event"] == "done"
+    assert done.returncode == 0, done.stderr
+    assert events[0]["event"] == "start" and events[-1]["event"] == "done"
     assert events[-1]["report"]["wirings"][0]["top1"] == 1.0
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)
     argv[argv.index("--target") + 1] = str(fifo)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
     assert json.loads(proc.stdout.readline())["event"] == "start"  # now blocked reading the FIFO
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0  # the timeout only guards against a hang
     proc.stdout.close()
+
+
+def test_every_module_in_the_zip_imports_on_a_bare_python(tmp_path: Path) -> None:
+    """What the zip holds is found from the check's imports (module level and inside functions): each
+    module imports from the zip alone, and nothing the check does not reach is shipped."""
+    import json
+    import subprocess
+
+    names = shipped.modules()
+    assert {"eagle3_tui.eagle.accuracy", "eagle3_tui.eagle.drafter", "eagle3_tui.readers",
+            "eagle3_tui.errors"} <= set(names)  # drafter only inside a function; readers and errors two levels down
+    assert not any(n.startswith(("eagle3_tui.session", "eagle3_tui.ui", "eagle3_tui.sim")) for n in names)
+    assert "eagle3_tui.eagle.tree" not in names  # the sim's, not the check's
+    bare, env = bare_python(tmp_path)
+    pyz = tmp_path / "accuracy.pyz"
+    pyz.write_bytes(shipped.build())
+    script = ("import importlib, json, sys\nsys.path.insert(0, sys.argv[1])\n"
+              "mods = [importlib.import_module(m) for m in sys.argv[2:]]\n"
+              "print(json.dumps([m.__file__ for m in mods]))\n")
+    p = subprocess.run([*bare, "-c", script, str(pyz), *names], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert all(f.startswith(str(pyz) + os.sep) for f in json.loads(p.stdout))

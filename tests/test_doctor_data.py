@@ -8,6 +8,7 @@ demo world's seeds' flags, with the data read on the host (LocalHost) by the hos
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,22 @@ def test_slots_text_is_integers_or_one_sentence():
         parse_slots("0,x")
     with pytest.raises(UserError, match="0 \\(the embedding output\\) or more"):
         parse_slots("-1,2,30,58")
+
+
+def test_every_way_in_refuses_negative_slots_with_the_same_sentence(tmp_path, capsys):
+    """One parser (eagle.wiring.parse_slots): `check --data-slots`, the check itself, the doctor's
+    `--data-slots` and a profile's `data_slots` all refuse a negative boundary alike."""
+    from eagle3_tui.cli import main
+    from eagle3_tui.eagle.accuracy import parse_args
+    from eagle3_tui.profile import profile_from_table
+
+    why = "boundaries are 0 (the embedding output) or more, got -1, 2"
+    assert main(["check", "--draft", str(tmp_path), "--data", str(tmp_path), "--data-slots=-1,2"]) == 2
+    assert capsys.readouterr().err == f"eagle3-tui: --data-slots: {why}\n"
+    with pytest.raises(SystemExit, match=re.escape(f"--data-slots: {why}")):
+        parse_args(["--draft", "d", "--data", "x", "--data-slots=-1,2"])
+    with pytest.raises(UserError, match=re.escape(f"data_slots: {why}")):
+        profile_from_table("h", {"data_slots": [-1, 2]})
 
 
 def test_layout_slice_and_inferred_slots():

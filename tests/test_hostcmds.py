@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.actions import host_action
 from eagle3_tui.cli import host_options
 from eagle3_tui.commands import hostcmds
 from eagle3_tui.errors import UserError
@@ -33,7 +34,7 @@ def run(argv: list[str]) -> int:
 @pytest.mark.parametrize("cmd", [["apply", "train-[:-1]", "--yes"], ["restart", "--yes"], ["rollback", "--yes"]])
 def test_readonly_refuses_every_change_before_connecting(cmd):
     # the host does not exist: the refusal must come first, with no connection attempt
-    with pytest.raises(ReadOnlyError, match="read-only: refusing to"):
+    with pytest.raises(ReadOnlyError, match=f"read-only: refusing to {host_action(cmd[0]).what}"):
         run([*cmd, "--host", "no-such-host.invalid", "--readonly"])
 
 

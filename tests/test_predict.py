@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from eagle3_tui.eagle import predict as pr  # noqa: E402
+from eagle3_tui.eagle.spec_config import SpecConfig, normalize_grid  # noqa: E402
 from eagle3_tui.eagle.tree import TreeBuilder, verify_greedy  # noqa: E402
 
 V, H = 12, 4
@@ -81,14 +82,14 @@ def test_batched_pass_matches_the_per_request_algorithm(steps: int, topk: int, d
 
 
 def test_parse_config_applies_sglang_rules() -> None:
-    assert pr.parse_config("3,4,8") == (3, 4, 8)
-    assert pr.parse_config("5/1/16") == (5, 1, 6)  # topk 1: draft tokens = steps + 1
-    assert pr.parse_config("2,2,7") == (2, 2, 7)  # all 2 + 4 nodes proposed, + the root
+    assert SpecConfig.parse("3,4,8") == (3, 4, 8)
+    assert SpecConfig.parse("5/1/16") == (5, 1, 6)  # topk 1: draft tokens = steps + 1
+    assert SpecConfig.parse("2,2,7") == (2, 2, 7)  # all 2 + 4 nodes proposed, + the root
     with pytest.raises(ValueError, match="propose only 6 nodes"):
-        pr.parse_config("2,2,8")
+        SpecConfig.parse("2,2,8")
     with pytest.raises(ValueError, match="steps,topk,draft_tokens"):
-        pr.parse_config("3,4")
-    assert pr.normalize_grid([(3, 1, 9), (3, 1, 4), (5, 4, 16)]) == [(3, 1, 4), (5, 4, 16)]
+        SpecConfig.parse("3,4")
+    assert normalize_grid([(3, 1, 9), (3, 1, 4), (5, 4, 16)]) == [(3, 1, 4), (5, 4, 16)]
 
 
 def test_tau_composes_per_depth_acceptance() -> None:

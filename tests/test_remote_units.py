@@ -133,7 +133,7 @@ def test_no_import_cycle_in_remote() -> None:
 def test_tail_offset_reads_the_same_over_an_fd_and_a_generator(tmp_path: Path) -> None:
     import os
 
-    from eagle3_tui.remote.follower import CHUNK, tail_offset, tail_offset_reads
+    from eagle3_tui.remote.follow_on_host import CHUNK, tail_offset, tail_offset_reads
 
     data = b"".join(b"line %d %s\n" % (i, b"x" * (i * 37 % 900)) for i in range(400)) + b"partial"
     path = tmp_path / "log"

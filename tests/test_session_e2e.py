@@ -232,7 +232,8 @@ async def _stop(session: Session) -> None:
         await session.close()
 
 
-async def test_story_through_localhost(demo_world, tmp_path, ledger_dir):
+@pytest.mark.usefixtures("ledger_dir")
+async def test_story_through_localhost(demo_world, tmp_path):
     profile = _profile(demo_world, tmp_path)
     session = Session(profile)
     try:
@@ -255,7 +256,8 @@ async def _readonly(profile: Profile, host=None) -> None:
         await ro.close()
 
 
-async def test_story_through_ssh(demo_world, tmp_path, ledger_dir, ssh_host):
+@pytest.mark.usefixtures("ledger_dir")
+async def test_story_through_ssh(demo_world, tmp_path, ssh_host):
     profile = _profile(demo_world, tmp_path)
     profile.local = False
     profile.name = "ssh-demo"

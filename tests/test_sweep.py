@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.eagle.accuracy import CheckReport, WiringResult
 from eagle3_tui.session import Session
 from eagle3_tui.session.sweep import Sweep, order_configs, prediction_for, served_config
 from tests.test_session_e2e import _profile, _stop
@@ -20,12 +21,13 @@ BENCH = {"num_prompts": 2, "concurrency": 2, "max_tokens": 16}
 FAILS = (1, 2, 8)  # 1 step of topk 2 proposes 2 nodes, not 7
 
 
-class _Report:
-    def __init__(self) -> None:
-        self.predictions = [
-            {"steps": 3, "topk": 1, "draft_tokens": 4, "accept_len": 2.7, "boundaries": [2, 6, 9]},
-            {"steps": 3, "topk": 4, "draft_tokens": 8, "accept_len": 3.2, "boundaries": [2, 6, 9]},
-        ]
+def _Report() -> CheckReport:
+    """A check whose served wiring (the draft config's, boundaries 2, 6, 9) predicted two configurations."""
+    return CheckReport("d", "x", wirings=[WiringResult("draft config", [2, 6, 9], [0, 1, 2], top1=0.5,
+                                                       predicted_accept_len=2.0)], predictions=[
+        {"steps": 3, "topk": 1, "draft_tokens": 4, "accept_len": 2.7, "boundaries": [2, 6, 9]},
+        {"steps": 3, "topk": 4, "draft_tokens": 8, "accept_len": 3.2, "boundaries": [2, 6, 9]},
+    ])
 
 
 @pytest.fixture
@@ -53,11 +55,13 @@ async def _sweep(session: Session, **kw: object) -> tuple[object, list[str]]:
     return sweep, events  # type: ignore[return-value]
 
 
-async def test_sweep_through_localhost_restores_the_start(demo_world, tmp_path, ledger_dir) -> None:
+@pytest.mark.usefixtures("ledger_dir")
+async def test_sweep_through_localhost_restores_the_start(demo_world, tmp_path) -> None:
     await _story(Session(_profile(demo_world, tmp_path)), cancel=True)
 
 
-async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ledger_dir, ssh_host) -> None:
+@pytest.mark.usefixtures("ledger_dir")
+async def test_sweep_through_ssh_restores_the_start(demo_world, tmp_path, ssh_host) -> None:
     profile = _profile(demo_world, tmp_path)
     profile.local, profile.name = False, "ssh-sweep"
     await _story(Session(profile, host=ssh_host), cancel=False)
@@ -140,16 +144,23 @@ async def _story(session: Session, *, cancel: bool) -> None:
 
 def test_check_prediction_grid_and_table() -> None:
     from eagle3_tui.commands.sweep import format_predictions, prediction_grid
-    from eagle3_tui.eagle.predict import STANDARD_GRID
+    from eagle3_tui.eagle.spec_config import STANDARD_GRID
     from eagle3_tui.errors import UserError
+    from eagle3_tui.profile import Preset, Profile
+    from eagle3_tui.telemetry.ledger import Ledger
 
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3",
             "--speculative-num-steps", "4", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6"]
-    grid = prediction_grid([], argv)
+    profile = Profile("h", local=True, launch_command=argv)
+    grid = prediction_grid([], profile)
     assert grid[0] == (4, 2, 6) and grid[1:] == list(STANDARD_GRID)
     assert prediction_grid([], None) == list(STANDARD_GRID)
-    assert prediction_grid(["3,4,8", "3/4/8"], argv) == [(3, 4, 8)]
-    assert prediction_grid(["none"], argv) == []
+    # the console's grid: a flag preset's flags and the ledger's configurations on this host come next
+    profile.presets = [Preset("deeper", "flags", flags={"speculative-num-steps": 5})]
+    Ledger().record("benchmark", "h", {"steps": 7, "topk": 1, "draft_tokens": 8}, {})
+    assert prediction_grid([], profile)[:3] == [(4, 2, 6), (5, 2, 6), (7, 1, 8)]
+    assert prediction_grid(["3,4,8", "3/4/8"], profile) == [(3, 4, 8)]
+    assert prediction_grid(["none"], profile) == []
     with pytest.raises(UserError, match="propose only"):
         prediction_grid(["1,2,8"], None)
     rep = _Report()

@@ -16,6 +16,8 @@ from eagle3_tui.doctor.advice import (
     multistep_decay,
 )
 from eagle3_tui.doctor.facts import Facts
+from eagle3_tui.eagle.predict import Prediction
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.sglang import launch
 from eagle3_tui.telemetry.ledger import LedgerRow
 
@@ -36,8 +38,7 @@ def _argv(s: int, k: int, d: int) -> list[str]:
 def _facts(served: tuple[int, int, int], measured: list[Measured], baseline: float | None = 90.0) -> Facts:
     la = launch.parse_launch(_argv(*served))
     return Facts(launch=la, effective=launch.effective(la), baseline_tps=baseline,
-                 predictions=tuple({"steps": s, "topk": k, "draft_tokens": d, "accept_len": a}
-                                   for (s, k, d), a in ACCEPT.items()),
+                 predictions=tuple(Prediction(SpecConfig(s, k, d), a) for (s, k, d), a in ACCEPT.items()),
                  measured_configs=tuple(measured))
 
 
@@ -131,7 +132,7 @@ def test_session_facts_carry_the_tree_prediction_for_the_served_flags() -> None:
     f = build_facts(FactsSnapshot(server=server, check=rep, measured=(m,)))
     assert f.predicted_accept_len == 3.25  # the tree's, not the chain's 2.63
     assert f.step_accept == (0.7, 0.75, 0.74)
-    assert [r["wiring"] for r in f.predictions] == ["training"]
+    assert [p.wiring for p in f.predictions] == ["training"]
     assert f.measured_configs == (m,)
     assert predicted_accept_len(rep, [0, 2, 6]) == 2.63  # without the flags: the chain check's number
     assert predicted_accept_len(rep, [0, 2, 6], (5, 4, 16)) == 2.63  # not predicted: the chain's

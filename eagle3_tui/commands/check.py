@@ -1,7 +1,7 @@
 """`eagle3-tui check`: the standalone accuracy check, wirings side by side, locally or on the GPU host.
 
 Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
-check's plain files to the host over SSH, runs them there next to the data, and streams the
+check's zip application to the host over SSH, runs it there next to the data, and streams the
 results back (a `Session` connected with the profile's SSH settings runs
 eagle3_tui/session/checkjob.py). Paths are the host's.
 """
@@ -62,17 +62,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _slots(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    from eagle3_tui.eagle.wiring import parse_ids
-
-    try:
-        return list(parse_ids(text))
-    except ValueError as err:
-        raise UserError(f"--data-slots: {err}") from None
-
-
 def _profile(args: argparse.Namespace) -> Profile | None:
     if not (args.host or args.local or args.profile):
         return None
@@ -89,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     draft = args.draft or (profile.draft_path if profile else None)
     data = args.data or (profile.data_glob if profile else None)
     target = args.target or (profile.target_path if profile else None)
-    slots = _slots(args.data_slots)
+    from eagle3_tui.session.training_data import parse_slots
+
+    given = parse_slots(args.data_slots)
+    slots = list(given) if given is not None else None
     if slots is None and profile is not None and profile.data_slots:
         slots = list(profile.data_slots)
     if not draft:
@@ -101,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     options = dict(target=target, wirings=list(args.wiring), samples=args.samples, steps=args.steps,
                    device=args.device, dtype=args.dtype, data_slots=slots, num_layers=args.num_layers,
                    labels=args.labels, batch_tokens=args.batch_tokens, threads=args.threads,
-                   predict=prediction_grid(args.predict, profile.launch_command if profile else None))
+                   predict=prediction_grid(args.predict, profile))
     show = _Progress(enabled=not args.json and sys.stderr.isatty())
     if profile is not None and not profile.local:
         import asyncio

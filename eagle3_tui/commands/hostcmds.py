@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from eagle3_tui.telemetry.metrics import Telemetry
 
 NAMES = ("doctor", "watch", "bench", "apply", "restart", "rollback", "presets")
-_CHANGING = {"apply": "apply a preset", "restart": "restart the server", "rollback": "roll back"}
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -67,11 +66,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from eagle3_tui.session import ReadOnlyError
+    from eagle3_tui.session import CHANGES_HOST, refuse_readonly
 
     name = args.hostcmd
-    if args.readonly and name in _CHANGING:
-        raise ReadOnlyError(f"read-only: refusing to {_CHANGING[name]} (drop --readonly to allow changes)")
+    if args.readonly and name in CHANGES_HOST:
+        raise refuse_readonly(name)
     if name == "watch" and not args.no_ui:
         from eagle3_tui.ui.launch import run_console
 

@@ -16,20 +16,23 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.spec_config import SpecConfig
+    from eagle3_tui.profile import Profile
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import SweepResult, SweepStep
 
 
 
-def parse_grid(texts: Sequence[str]) -> list[tuple[int, int, int]]:
+def parse_grid(texts: Sequence[str]) -> list[SpecConfig]:
     """`S,K,D` strings (SGLang's topk-1 rule applied) -> configs; UserError on a bad one."""
-    from eagle3_tui.eagle.predict import parse_config
+    from eagle3_tui.eagle.spec_config import SpecConfig
     from eagle3_tui.errors import UserError
 
-    out: list[tuple[int, int, int]] = []
+    out: list[SpecConfig] = []
     for t in texts:
         try:
-            c = parse_config(t)
+            c = SpecConfig.parse(t)
         except ValueError as err:
             raise UserError(f"--predict/--grid: {err}") from None
         if c not in out:
@@ -37,35 +40,43 @@ def parse_grid(texts: Sequence[str]) -> list[tuple[int, int, int]]:
     return out
 
 
-def prediction_grid(texts: Sequence[str], launch_command: Sequence[str] | None) -> list[tuple[int, int, int]]:
-    """`check --predict`: the given configs; by default the served flags (from the profile's launch
-    command, when speculative) and the standard grid; `none` for none."""
+def prediction_grid(texts: Sequence[str], profile: Profile | None) -> list[SpecConfig]:
+    """`check --predict`: the given configs; `none` for none; by default the console's grid
+    (`session.check_grid`) for the profile's launch command, its flag presets and its ledger."""
     if any(t.strip().lower() == "none" for t in texts):
         return []
     if texts:
         return parse_grid(texts)
-    from eagle3_tui.eagle.predict import STANDARD_GRID
+    from eagle3_tui.session import check_grid, ledger_configs
+    from eagle3_tui.session.presets import builtin_presets
     from eagle3_tui.session.sweep import served_config
+    from eagle3_tui.sglang import launch
+    from eagle3_tui.telemetry.ledger import Ledger
 
-    served = served_config(launch_command)
-    grid = [served] if served is not None else []
-    return grid + [c for c in STANDARD_GRID if c not in grid]
+    if profile is None:
+        return check_grid(None)
+    argv = profile.launch_command
+    current = launch.parse_launch(argv) if argv else None
+    presets = [*builtin_presets(data_slots=profile.data_slots, current=current), *profile.presets]
+    try:
+        seen = ledger_configs(r.config for r in Ledger().rows(host=profile.name))
+    except Exception:  # an unreadable ledger: the check runs all the same, as in the console
+        seen = []
+    return check_grid(served_config(argv), [p.flags for p in presets if p.kind == "flags"], seen)
 
 
-def format_predictions(report: Any, served: tuple[int, int, int] | None = None) -> list[str]:
+def format_predictions(report: CheckReport, served: SpecConfig | None = None) -> list[str]:
     """The check's predictions as a small table per wiring (the served flags marked with *)."""
-    rows = getattr(report, "predictions", None) or []
+    rows = report.prediction_list()
     if not rows:
         return []
     lines = ["", "predicted accept length (steps/topk/draft tokens):"]
-    for wiring in dict.fromkeys(r.get("wiring") for r in rows):
-        mine = [r for r in rows if r.get("wiring") == wiring]
+    for wiring in dict.fromkeys(r.wiring for r in rows):
         cells = []
-        for r in mine:
-            cfg = (r["steps"], r["topk"], r["draft_tokens"])
-            mark = "*" if served == cfg else ""
-            val = "-" if r.get("accept_len") is None else f"{r['accept_len']:.2f}"
-            cells.append(f"{cfg[0]}/{cfg[1]}/{cfg[2]}{mark} {val}")
+        for r in (r for r in rows if r.wiring == wiring):
+            mark = "*" if served == r.config else ""
+            val = "-" if r.accept_len is None else f"{r.accept_len:.2f}"
+            cells.append(f"{r.config}{mark} {val}")
         lines.append(f"  {wiring}: " + ", ".join(cells))
     return lines
 
@@ -93,16 +104,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from eagle3_tui.session import ReadOnlyError
+    from eagle3_tui.session import refuse_readonly
 
     if args.readonly:
-        raise ReadOnlyError("read-only: refusing to run a flag sweep (it restarts the server)")
+        raise refuse_readonly("sweep")
     return asyncio.run(_run(args))
 
 
 async def _run(args: argparse.Namespace) -> int:
     from eagle3_tui.commands.hostcmds import _confirm, _profile
-    from eagle3_tui.eagle.predict import STANDARD_GRID
+    from eagle3_tui.eagle.spec_config import STANDARD_GRID
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import Sweep
 
@@ -123,7 +134,7 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if result.restored and not result.restore_error else 1
 
 
-async def _maybe_check(session: Session, grid: list[tuple[int, int, int]]) -> Any:
+async def _maybe_check(session: Session, grid: list[SpecConfig]) -> Any:
     try:
         return await session.run_check(predict=grid)
     except Exception as err:  # the sweep still runs, in grid order

@@ -17,6 +17,7 @@ from typing import Any
 
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
+from eagle3_tui.eagle.spec_config import SpecConfig
 
 BETTER_FLAGS = "better-flags"
 MULTISTEP_DECAY = "multistep-decay"
@@ -24,12 +25,9 @@ MIN_GAIN = 1.05  # advise only past a 5% predicted gain
 DECAY_DROP = 0.15  # later steps' acceptance this far below step 0's (absolute) is a decay
 LIVE_MATCH = 0.15  # live within 15% of the prediction: serving is not what loses the tokens
 
-Config = tuple[int, int, int]
-
-
 @dataclass(frozen=True)
 class Measured:
-    config: Config
+    config: SpecConfig
     accept_len: float
     tok_s: float
 
@@ -44,17 +42,17 @@ class CostModel:
     calibrated_on: int
     baseline: bool  # t0 from a measured baseline
 
-    def iteration_s(self, cfg: Config) -> float:
+    def iteration_s(self, cfg: SpecConfig) -> float:
         s, _, d = cfg
         return self.t0 + self.c_verify * (d - 1) + self.c_draft * s
 
-    def tok_s(self, cfg: Config, accept_len: float) -> float:
+    def tok_s(self, cfg: SpecConfig, accept_len: float) -> float:
         return accept_len / self.iteration_s(cfg)
 
 
 def measured_configs(rows: Iterable[Any], boundaries: Sequence[int] | None) -> list[Measured]:
     """Speculative benchmark (and sweep) ledger rows on these boundaries, the latest per configuration."""
-    latest: dict[Config, Measured] = {}
+    latest: dict[SpecConfig, Measured] = {}
     for r in rows:
         cfg_d = getattr(r, "config", {}) or {}
         res = getattr(r, "results", {}) or {}
@@ -64,7 +62,7 @@ def measured_configs(rows: Iterable[Any], boundaries: Sequence[int] | None) -> l
             continue
         src = res if getattr(r, "kind", "") == "sweep" else cfg_d
         try:
-            cfg = (int(src["steps"]), int(src["topk"]), int(src["draft_tokens"]))
+            cfg = SpecConfig(int(src["steps"]), int(src["topk"]), int(src["draft_tokens"]))
         except (KeyError, TypeError, ValueError):
             continue
         acc, tps = getattr(r, "accept_len", None), getattr(r, "tok_s", None)
@@ -123,30 +121,22 @@ def calibrate(measured: Sequence[Measured], baseline_tps: float | None) -> CostM
     return best
 
 
-def _cfg_text(cfg: Config) -> str:
-    return f"steps {cfg[0]}, topk {cfg[1]}, draft {cfg[2]}"
-
-
-def _served(f: Facts) -> Config | None:
+def _served(f: Facts) -> SpecConfig | None:
     e = f.effective
     if e is None or not e.speculative or None in (e.steps, e.topk, e.draft_tokens):
         return None
-    return int(e.steps or 0), int(e.topk or 0), int(e.draft_tokens or 0)
+    return SpecConfig(int(e.steps or 0), int(e.topk or 0), int(e.draft_tokens or 0))
 
 
-def _predictions(f: Facts) -> dict[Config, float]:
-    out: dict[Config, float] = {}
-    for r in f.predictions:
-        try:
-            cfg = (int(r["steps"]), int(r["topk"]), int(r["draft_tokens"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        if r.get("accept_len") is not None and cfg not in out:
-            out[cfg] = float(r["accept_len"])
+def _predictions(f: Facts) -> dict[SpecConfig, float]:
+    out: dict[SpecConfig, float] = {}
+    for p in f.predictions:
+        if p.accept_len is not None and p.config not in out:
+            out[p.config] = p.accept_len
     return out
 
 
-def _agreement(model: CostModel, measured: Sequence[Measured], preds: dict[Config, float]) -> float | None:
+def _agreement(model: CostModel, measured: Sequence[Measured], preds: dict[SpecConfig, float]) -> float | None:
     """Worst relative error of the model's tok/s against the measured, from the predicted accept lengths."""
     errs = [abs(model.tok_s(m.config, preds[m.config]) - m.tok_s) / m.tok_s for m in measured if m.config in preds]
     return max(errs) if errs else None
@@ -165,7 +155,7 @@ def better_flags(f: Facts) -> Finding | None:
         why = ("no speculative configuration was benchmarked on these boundaries" if not measured
                else f"{len(measured)} measured configuration(s) and no baseline: too few to fit the costs")
         return Finding(BETTER_FLAGS, "info", f"no flag advice yet: {why}",
-                       [Evidence("accuracy check", f"highest predicted accept length: {_cfg_text(top)} "
+                       [Evidence("accuracy check", f"highest predicted accept length: {top.describe()} "
                                  f"({preds[top]:.2f}); accept length alone does not rank tok/s")],
                        "Benchmark the served flags and a baseline (or run `eagle3-tui sweep`), then ask again.")
     speeds = {c: model.tok_s(c, a) for c, a in preds.items()}
@@ -177,7 +167,7 @@ def better_flags(f: Facts) -> Finding | None:
     agree = _agreement(model, measured, preds)
     sure = (f"calibrated on {model.calibrated_on} measured configuration(s)"
             + (" and the baseline" if model.baseline else ", no baseline"))
-    title = (f"{_cfg_text(best)}: predicted {preds[best]:.2f} accepted, ~{speeds[best] / current:.2f}x your "
+    title = (f"{best.describe()}: predicted {preds[best]:.2f} accepted, ~{speeds[best] / current:.2f}x your "
              f"current tok/s" + (f"; measured configurations agree within {100 * agree:.0f}%" if agree is not None
                                  else ""))
     ev = [Evidence("cost model", f"{sure}: per iteration {1e3 * model.t0:.2f} ms + {1e3 * model.c_verify:.3f} ms "
@@ -186,7 +176,7 @@ def better_flags(f: Facts) -> Finding | None:
         m = by_cfg.get(c)
         seen = f"; measured {m.accept_len:.2f} at {m.tok_s:.1f} tok/s" if m else ""
         mark = " (served)" if c == served else ""
-        ev.append(Evidence("prediction", f"{c[0]}/{c[1]}/{c[2]}{mark}: accept {preds[c]:.2f}, "
+        ev.append(Evidence("prediction", f"{c}{mark}: accept {preds[c]:.2f}, "
                                          f"~{speeds[c]:.1f} tok/s{seen}"))
     return Finding(BETTER_FLAGS, "info" if model.calibrated_on < 2 else "warning", title, ev,
                    f"Serve --speculative-num-steps {best[0]} --speculative-eagle-topk {best[1]} "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
+    from eagle3_tui.eagle.predict import Prediction
     from eagle3_tui.sglang.installed import Answer
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
 
@@ -83,7 +84,7 @@ class Facts:
     predicted_accept_len: float | None = None
     """Accept length the offline check predicts for the served wiring and these flags."""
     predicted_source: str = "accuracy check"
-    predictions: tuple[dict[str, Any], ...] = ()
+    predictions: tuple[Prediction, ...] = ()
     """The check's predicted accept length per (steps, topk, draft_tokens) on the served wiring."""
     step_accept: tuple[float, ...] = ()
     """The check's conditional per-step chain acceptance on the served wiring."""

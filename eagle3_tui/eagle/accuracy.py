@@ -11,15 +11,14 @@ tau = 1 + sum_i prod_{j<=i} a_j, and beside them the trainer's own metric named 
 (`ServedLoader`) does not run what the draft was trained with (norms, rope scaling, layers), the numbers
 are those of the served forward and `as_trained` holds the trained forward's.
 
-It runs in-process (`run_check`) or as a plain script next to the data on the GPU host:
+It runs in-process (`run_check`) or as a program next to the data on the GPU host:
 
-    python accuracy.py --draft DIR --data ROOT|GLOB [--target DIR|config.json] [--wiring SPEC ...]
+    python accuracy.pyz --draft DIR --data ROOT|GLOB [--target DIR|config.json] [--wiring SPEC ...]
 
 which prints JSON lines (start, findings, data, probe, wirings, progress, result, done | error) and
 exits when its stdin closes (the SSH channel went away). Only the standard library, torch and
-safetensors are needed (pyarrow, when importable, reads speculators' loss masks); its siblings
-(drafter, datasets, wiring, checkpoint, trainers) are imported either as package modules or as plain
-files in the same directory.
+safetensors are needed (pyarrow, when importable, reads speculators' loss masks). On a host it runs
+from the check's zip (eagle/shipped.py: `python accuracy.pyz ARGS`), its siblings imported as usual.
 """
 
 from __future__ import annotations
@@ -34,19 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if __package__:
-    from . import checkpoint as ck
-    from . import datasets as ds_mod
-    from . import predict as pr
-    from . import trainers as tr
-    from . import wiring as wr
-else:  # plain files copied side by side
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import checkpoint as ck  # type: ignore[no-redef, import-not-found]
-    import datasets as ds_mod  # type: ignore[no-redef, import-not-found]
-    import predict as pr  # type: ignore[no-redef, import-not-found]
-    import trainers as tr  # type: ignore[no-redef, import-not-found]
-    import wiring as wr  # type: ignore[no-redef, import-not-found]
+from eagle3_tui.eagle import checkpoint as ck
+from eagle3_tui.eagle import datasets as ds_mod
+from eagle3_tui.eagle import predict as pr
+from eagle3_tui.eagle import trainers as tr
+from eagle3_tui.eagle import wiring as wr
+from eagle3_tui.eagle.spec_config import SpecConfig
 
 if TYPE_CHECKING:  # only for annotations, so the shipped file also runs on Python 3.8
     from typing import TypeAlias
@@ -138,31 +130,46 @@ class CheckReport:
         measured = [w for w in self.wirings if w.top1 is not None]
         return max(measured, key=lambda w: w.top1 or 0.0) if measured else None
 
+    def served_wiring(self, boundaries: Sequence[int] | None) -> WiringResult | None:
+        """The measured wiring a server feeding `boundaries` runs. With the served boundaries known, only
+        the wiring measured on exactly those counts (any other would describe a different server); with
+        them unknown, the "draft config" wiring stands in: what SGLang captures from that draft config."""
+        if boundaries is not None:
+            return self.for_boundaries(boundaries)
+        hit = self.result("draft config")
+        return hit if hit is not None and hit.top1 is not None else None
+
+    def prediction_list(self) -> list[pr.Prediction]:
+        """`predictions`, typed."""
+        return pr.prediction_list(self.predictions)
+
+    def served_predictions(self, boundaries: Sequence[int] | None) -> list[pr.Prediction]:
+        """The predictions on the served wiring (`served_wiring`), in the grid's order."""
+        hit = self.served_wiring(boundaries)
+        if hit is None or hit.boundaries is None:
+            return []
+        want = tuple(hit.boundaries)
+        return [p for p in self.prediction_list() if p.boundaries == want and p.accept_len is not None]
+
+    def prediction(self, config: Sequence[int], boundaries: Sequence[int] | None) -> pr.Prediction | None:
+        """The one lookup: the prediction for `config` on the served wiring; None when it has none."""
+        want = tuple(int(x) for x in config)
+        return next((p for p in self.served_predictions(boundaries) if p.config == want), None)
+
 
 def predicted_accept_len(report: CheckReport | None, boundaries: Sequence[int] | None,
                          config: Sequence[int] | None = None) -> float | None:
-    """The accept length the check predicts for the boundaries being served: the one answer the doctor,
-    the status bar, the accuracy pane and the ledger share.
-
-    With the served boundaries known, only the wiring measured on exactly those boundaries counts (any
-    other wiring's number would describe a different server). With them unknown, the check's "draft
-    config" wiring stands in: it is what SGLang captures from that draft config.
-    """
+    """The accept length the check predicts for the boundaries being served (`served_wiring`): the one
+    answer the doctor, the status bar, the accuracy pane and the ledger share. With the served
+    (steps, topk, draft tokens) predicted on that wiring, the tree-aware number; else the chain's."""
     if report is None:
         return None
-    if boundaries is not None:
-        hit = report.for_boundaries(boundaries)
-    else:
-        hit = report.result("draft config")
-        hit = hit if hit is not None and hit.top1 is not None else None
+    hit = report.served_wiring(boundaries)
     if hit is None or hit.predicted_accept_len is None:
         return None
-    # with the served (steps, topk, draft tokens) known and predicted on this wiring: the tree-aware number
-    want = list(config) if config is not None else None
-    for row in report.predictions if want is not None else []:
-        if [row.get("steps"), row.get("topk"), row.get("draft_tokens")] == want \
-                and row.get("boundaries") == hit.boundaries and row.get("accept_len") is not None:
-            return float(row["accept_len"])
+    found = report.prediction(config, boundaries) if config is not None else None
+    if found is not None and found.accept_len is not None:
+        return found.accept_len
     return float(hit.predicted_accept_len)
 
 
@@ -182,7 +189,7 @@ class CheckOptions:
     max_len: int = 4096
     batch_tokens: int = 16384
     threads: int | None = None
-    predict: list[tuple[int, int, int]] = field(default_factory=list)  # (steps, topk, draft tokens)
+    predict: list[SpecConfig] = field(default_factory=list)
 
 
 # -- target pieces ---------------------------------------------------------------------------------
@@ -613,10 +620,8 @@ def _load_weights(path: str) -> dict[str, Any]:
 
 
 def _drafter_module() -> Any:
-    if __package__:
-        from . import drafter
-    else:
-        import drafter  # type: ignore[no-redef, import-not-found]
+    from eagle3_tui.eagle import drafter  # torch at import: only when the check runs
+
     return drafter
 
 
@@ -927,11 +932,12 @@ def chain_acceptance(runs: Sequence[int], positions: int) -> tuple[list[float], 
 # -- script entry ----------------------------------------------------------------------------------
 
 
-def _ints(text: str) -> list[int]:
+def _slots(text: str | None) -> list[int] | None:
     try:
-        return list(wr.parse_ids(text))
+        slots = wr.parse_slots(text)
     except ValueError as err:
-        raise SystemExit(str(err)) from None
+        raise SystemExit(f"--data-slots: {err}") from None
+    return list(slots) if slots is not None else None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
@@ -956,10 +962,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
     p.add_argument("--no-stdin-watch", action="store_true", help="keep running when stdin closes")
     a = p.parse_args(argv)
     opts = CheckOptions(a.draft, a.data, a.target, a.wiring, a.samples, a.steps, a.device, a.dtype,
-                        _ints(a.data_slots) if a.data_slots else None, a.num_layers, a.labels, a.max_len,
+                        _slots(a.data_slots), a.num_layers, a.labels, a.max_len,
                         a.batch_tokens, a.threads)
     try:
-        opts.predict = [pr.parse_config(c) for c in a.predict]
+        opts.predict = [SpecConfig.parse(c) for c in a.predict]
     except ValueError as err:
         raise SystemExit(str(err)) from None
     return opts, not a.no_stdin_watch

@@ -5,7 +5,7 @@ The safetensors header is read by hand (8-byte little-endian length, then JSON),
 not know without a word (the parameter stays random, accept length ~1), so every mismatch is
 spelled out here (research/sglang.md §4.2–4.3, research/eagle3_formats.md §1.4, §4.2).
 
-Stdlib only: also copied as a plain file next to accuracy.py.
+Stdlib only: it ships in the check's zip (eagle/shipped.py).
 """
 
 from __future__ import annotations
@@ -17,28 +17,19 @@ import struct
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-if __package__:
-    from ..errors import UserError as _ErrorBase
-    from ..readers import UserError as _ReadError
-    from ..readers import json_object
-    from .trainers import SGLANG_0_5_6, ServedLoader
-else:  # a plain file beside accuracy.py on the GPU host
-    _ErrorBase = Exception  # type: ignore[misc, assignment]
-    from readers import UserError as _ReadError  # type: ignore[no-redef, import-not-found]
-    from readers import json_object  # type: ignore[no-redef]
-    from trainers import SGLANG_0_5_6, ServedLoader  # type: ignore[no-redef, import-not-found]
+from eagle3_tui.eagle.trainers import SGLANG_0_5_6, ServedLoader
+from eagle3_tui.errors import UserError
+from eagle3_tui.readers import json_object
 
 
-class BadInput(_ErrorBase):
+class BadInput(UserError):
     """A file that is not what the check needs; the message is one sentence naming it."""
 
-    exit_code = 2
 
-
-ISSUE_KINDS: tuple[str, ...] = ("unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm",
-                                "architecture", "embedding", "aux-config", "layers")
+IssueKind = Literal["unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm", "architecture",
+                    "embedding", "aux-config", "layers"]
 
 # safetensors dtype names and their sizes in bytes
 DTYPE_SIZES: dict[str, int] = {
@@ -68,7 +59,7 @@ class CheckpointHeader:
 
 @dataclass(frozen=True)
 class CheckpointIssue:
-    kind: str  # one of ISSUE_KINDS
+    kind: IssueKind
     tensor: str
     message: str
 
@@ -145,7 +136,7 @@ def _json_file(path: str, missing: str) -> dict:
         raise BadInput(f"cannot read {path}: {err.strerror or err}") from None
     try:
         return json_object(data, path)
-    except _ReadError as err:
+    except UserError as err:
         raise BadInput(str(err)) from None
 
 

@@ -18,7 +18,7 @@ Alignment (all three): draft position t reads aux ``g_t`` and token ``x_{t+1}`` 
 target's token after ``x_{t+1}``. speculators shifts the loss mask with the inputs (mask at t+1),
 SpecForge keeps it at t (``mask_shift`` 1 or 0).
 
-torch is imported inside functions; this file is also copied flat next to accuracy.py.
+torch is imported inside functions; this module ships in the check's zip (eagle/shipped.py).
 """
 
 from __future__ import annotations
@@ -30,16 +30,11 @@ import json
 import math
 import os
 import re
-import sys
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-if __package__:
-    from .checkpoint import BadInput, torch_load
-else:  # plain file beside accuracy.py
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from checkpoint import BadInput, torch_load  # type: ignore[no-redef, import-not-found]
+from eagle3_tui.eagle.checkpoint import BadInput, torch_load
 
 LAYOUTS: tuple[str, ...] = ("speculators-v1", "speculators", "specforge")
 
@@ -365,10 +360,8 @@ def _split_order(files: list[str], layout: str, arrow: ArrowRows | None) -> tupl
 
 
 def _trainers() -> Any:
-    if __package__:
-        from . import trainers
-    else:
-        import trainers  # type: ignore[no-redef, import-not-found]
+    from eagle3_tui.eagle import trainers
+
     return trainers
 
 

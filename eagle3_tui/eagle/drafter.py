@@ -1,7 +1,7 @@
 """The EAGLE-3 draft forward pass exactly as SGLang's `llama_eagle3` runs it.
 
-This file imports only the standard library and torch: it is copied as a plain file to the GPU
-host (beside the accuracy check) and run by that host's own Python. The module mirrors SGLang's
+This file imports only the standard library and torch: it ships in the check's zip to the GPU host
+and runs on that host's own Python. The module mirrors SGLang's
 parameter names, so `state_dict()` keys are the checkpoint names (`fc.weight`,
 `midlayer.self_attn.q_proj.weight`, `norm.weight`, `lm_head.weight`, ...) and the same class is used
 to train the demo world's draft.

@@ -16,54 +16,45 @@ target's argmax through depth j - 1: a_j = P(depth >= j | depth >= j - 1, data g
 and the prediction is tau = 1 + sum_j prod_{i<=j} a_i, the chain check's formula with the tree's
 per-depth acceptance.
 
-Like accuracy.py it needs only the standard library and torch, and is shipped beside it.
+Like accuracy.py it needs only the standard library and torch, and ships in the check's zip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: the shipped file also runs on Python 3.8
-    from typing import TypeAlias
-
-    Config: TypeAlias = tuple[int, int, int]  # (steps, topk, draft tokens)
-
-# A small standard grid: chains of 3 and 5 steps, SGLang's Llama auto-choice (5, 4, 8) and common trees.
-STANDARD_GRID: tuple[Config, ...] = ((3, 1, 4), (5, 1, 6), (3, 4, 8), (5, 4, 8), (5, 4, 16), (6, 8, 32))
+from eagle3_tui.eagle.spec_config import SpecConfig, normalize_grid
 
 
-def parse_config(text: str) -> Config:
-    """`S,K,D` (also `S/K/D`) -> (steps, topk, draft tokens), with SGLang's topk 1 rule (D = S + 1)."""
-    parts = text.replace("/", ",").split(",")
-    try:
-        steps, topk, draft = (int(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"{text!r}: expected steps,topk,draft_tokens (e.g. 3,4,8)") from None
-    if steps < 1 or topk < 1 or draft < 2:
-        raise ValueError(f"{text!r}: steps and topk must be >= 1 and draft tokens >= 2")
-    if topk == 1:
-        draft = steps + 1
-    if draft - 1 > max_draft_tokens(steps, topk):
-        raise ValueError(f"{text!r}: {steps} steps of topk {topk} propose only {max_draft_tokens(steps, topk)} "
-                         f"nodes, fewer than the {draft - 1} draft tokens asked (SGLang fails to start)")
-    return steps, topk, draft
+@dataclass(frozen=True)
+class Prediction:
+    """One row of the check's `predictions`: the accept length predicted for `config` on one wiring
+    (None when no position of the data reached that deep)."""
+
+    config: SpecConfig
+    accept_len: float | None
+    wiring: str = "?"
+    boundaries: tuple[int, ...] | None = None
+    positions: int = 0
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Prediction | None:
+        """A report row (JSON); None for a row that does not hold a configuration."""
+        try:
+            config = SpecConfig(int(row["steps"]), int(row["topk"]), int(row["draft_tokens"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        acc = row.get("accept_len")
+        bounds = row.get("boundaries")
+        return cls(config, float(acc) if isinstance(acc, (int, float)) else None, str(row.get("wiring") or "?"),
+                   tuple(int(b) for b in bounds) if isinstance(bounds, list) else None, int(row.get("positions") or 0))
 
 
-def max_draft_tokens(steps: int, topk: int) -> int:
-    """How many nodes SGLang's expansion proposes: topk + (steps - 1) * topk**2."""
-    return topk + (steps - 1) * topk * topk
-
-
-def normalize_grid(grid: Iterable[Config]) -> list[Config]:
-    """Configs as SGLang would run them, duplicates dropped, order kept."""
-    out: list[Config] = []
-    for s, k, d in grid:
-        c = parse_config(f"{s},{k},{d}")
-        if c not in out:
-            out.append(c)
-    return out
+def prediction_list(rows: Iterable[Mapping[str, Any]]) -> list[Prediction]:
+    """A report's `predictions` rows, typed, in order (malformed rows left out)."""
+    return [p for p in map(Prediction.from_row, rows) if p is not None]
 
 
 @dataclass
@@ -181,7 +172,7 @@ def tau(reach: Sequence[int], accepted: Sequence[int]) -> tuple[list[float], flo
     return rates, total
 
 
-def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid: Sequence[Config],
+def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid: Sequence[SpecConfig],
                  device: Any) -> list[dict]:
     """Mean accept length per config over `batches` of (ids, aux, lab, counted) (aux on its device).
     One tree pass per topk, as deep as the deepest config with that topk."""
@@ -218,7 +209,7 @@ def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid:
     return rows
 
 
-def predict_wirings(model: Any, wirings: Sequence[Any], grid: Sequence[Config], device: Any,
+def predict_wirings(model: Any, wirings: Sequence[Any], grid: Sequence[SpecConfig], device: Any,
                     batches_for: Callable[[Any, int], Iterable[tuple[Any, Any, Any, Any]]]) -> list[dict]:
     """`predict_grid` for each wiring (`batches_for(wiring, deepest steps)` assembles its batches);
     each row names its wiring and boundaries."""

@@ -14,7 +14,7 @@ speculators' data generator captures vLLM's default aux layers (2, N//2, N-3) pl
 (`scripts/launch_vllm.py`: `[2, N//2, N-3, N]`, vLLM counting, boundary = id); its trainer validates on the
 last `1 - train_data_ratio` (default 0.1) of the rows (`train/data.py` `ArrowDataset`, `dataloader.py`).
 
-Stdlib only at import (torch is imported inside the counting code): copied as a plain file beside accuracy.py.
+Stdlib only at import (torch is imported inside the counting code): it ships in the check's zip.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-FRAMEWORKS: tuple[str, ...] = ("specforge", "speculators")
 
 SPECFORGE_DEFINITION = (
     "SpecForge acc_k: per TTT step k, unconditional; the draft's argmax mapped through d2t equals the "
@@ -35,17 +33,14 @@ SPECULATORS_DEFINITION = (
 # speculators' trainer: train_data_ratio default (scripts/train.py, train/dataloader.py)
 SPECULATORS_TRAIN_RATIO = 0.9
 
-# optional draft operations a loader may apply (names shared with drafter.DraftForward's fields)
-OPTIONAL_OPS: tuple[str, ...] = ("input_norm", "fc_norm", "norm_before_residual", "norm_output", "qk_norm",
-                                 "rope_scaling")
-
 
 @dataclass(frozen=True)
 class ServedLoader:
     """What the installed SGLang's EAGLE-3 draft loader does with a checkpoint (issue 11's model fills it in
     for the installed release; the default is SGLang 0.5.6's `llama_eagle3.py`).
 
-    `applies` names the optional operations its forward runs (see OPTIONAL_OPS); `num_aux` is the fc
+    `applies` names the optional operations its forward runs (input_norm, fc_norm, norm_before_residual,
+    norm_output, qk_norm, rope_scaling: drafter.DraftForward's fields); `num_aux` is the fc
     width in aux states it builds (None: from the config ids); `multi_layer`: it runs more than one
     draft layer; `replaces_embedding`: it swaps in the target's embedding when the widths match.
     """

@@ -19,8 +19,7 @@ build_tree_kernel_efficient / verify_tree_greedy that those call):
   argmax at its parent; the walk stops at the first node with no such child. Accept length =
   1 + accepted (the target's token after the last accepted node is always committed).
 
-Ties are broken by the lower index (SGLang's torch.topk leaves them to the kernel). This module is
-shipped next to accuracy.py, so it needs only the standard library.
+Ties are broken by the lower index (SGLang's torch.topk leaves them to the kernel). Standard library only.
 """
 
 from __future__ import annotations

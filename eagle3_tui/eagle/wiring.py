@@ -24,15 +24,13 @@ A data set stores hidden states in *slots* (speculators v1: a list, current spec
 middle axis, SpecForge: chunks of ``aux_hidden_state``). A `Wiring` names the boundaries a draft
 is fed and, when the data's slot boundaries are known, which slots realise them.
 
-This module is pure (stdlib only) and is also copied as a plain file next to accuracy.py.
+This module is pure (stdlib only) and ships in the check's zip (eagle/shipped.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-EMBEDDING = 0
 
 CONVENTIONS: tuple[str, ...] = ("sglang", "vllm", "specforge", "speculators", "speculators-v1", "eagle")
 
@@ -119,6 +117,22 @@ def parse_ids(text: str) -> tuple[int, ...]:
         return tuple(int(p) for p in parts)
     except ValueError:
         raise ValueError(f"{text!r} is not a list of integer layer ids (expected e.g. -1,2,30)") from None
+
+
+def check_slots(slots: Sequence[int]) -> tuple[int, ...]:
+    """The boundaries a training data's slots hold: 0 (the embedding output) or more; ValueError otherwise."""
+    given = tuple(int(b) for b in slots)
+    if any(b < 0 for b in given):
+        raise ValueError(f"boundaries are 0 (the embedding output) or more, got {', '.join(map(str, given))}")
+    return given
+
+
+def parse_slots(text: str | None) -> tuple[int, ...] | None:
+    """`--data-slots` / a profile's `data_slots` text: '0,3,31,59' -> boundaries; empty -> None;
+    ValueError with one sentence for anything else (negative boundaries included)."""
+    if text is None or not text.strip():
+        return None
+    return check_slots(parse_ids(text))
 
 
 def format_boundaries(boundaries: Sequence[int] | None) -> str:

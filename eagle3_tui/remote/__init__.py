@@ -2,8 +2,8 @@
 
 Knows nothing of SGLang. `Host` (host.py) is the contract; `LocalHost` (local.py) and `SSHHost`
 (ssh.py, imported on demand because it pulls in asyncssh) implement it; errors are in errors.py,
-the values it hands out in types.py. One of each, shared by both hosts: the follow loop (follow.py,
-over the `FollowTransport` protocol; the shipped follower.py), the atomic write (atomic.py, over
+the values it hands out in types.py. One of each, shared by both hosts: the follow loop (follow_client.py,
+over the `FollowTransport` protocol; the shipped follow_on_host.py), the atomic write (atomic.py, over
 `FileOps`), and the local process-group stop/wait (procgroup.py, also shipped in the watchdog).
 """
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from eagle3_tui.remote import scripts
 from eagle3_tui.remote.errors import HostError, RemoteFileNotFound
-from eagle3_tui.remote.follow import Follow
+from eagle3_tui.remote.follow_client import Follow
 from eagle3_tui.remote.stream import LineStream, ProcChannel
 from eagle3_tui.remote.types import (
     ConnKind,

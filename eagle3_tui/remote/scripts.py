@@ -14,7 +14,7 @@ from pathlib import Path
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-FOLLOWER = (Path(__file__).with_name("follower.py")).read_text(encoding="utf-8")
+FOLLOWER = (Path(__file__).with_name("follow_on_host.py")).read_text(encoding="utf-8")
 PROCGROUP = (Path(__file__).with_name("procgroup.py")).read_text(encoding="utf-8")
 
 # alive PGID: true if the group has a member that is not a zombie.

@@ -1,6 +1,6 @@
 """Following a log over SFTP polling, for hosts where the Python follower cannot run.
 
-It yields the same records as follower.py (so `Follow` treats both alike) and splits lines with
+It yields the same records as follow_on_host.py (so `Follow` treats both alike) and splits lines with
 the same `Reader`. SFTP v3 has no inode, so the inode comes from `stat -L -c %i` (checked when the
 file stops growing or shrinks, at most once a second) and a rotated file is found again with
 `find DIR -maxdepth 1 -inum N`. Compared with the Python follower: one SFTP round trip per poll
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import asyncssh
 
 from eagle3_tui.remote.errors import ConnectionLost
-from eagle3_tui.remote.follower import CHUNK, Reader, tail_offset_reads
+from eagle3_tui.remote.follow_on_host import CHUNK, Reader, tail_offset_reads
 from eagle3_tui.remote.types import FollowCursor, RunResult
 
 POLL_S = 0.25
@@ -52,7 +52,7 @@ async def sftp_read(f: asyncssh.SFTPClientFile, size: int = -1, offset: int | No
 
 
 async def sftp_tail_offset(f: asyncssh.SFTPClientFile, size: int, n: int) -> int:
-    """Where the last `n` complete lines of the open file start (follower.py's rule, read over SFTP)."""
+    """Where the last `n` complete lines of the open file start (follow_on_host.py's rule, read over SFTP)."""
     reads = tail_offset_reads(size, n)
     try:
         pos, length = next(reads)

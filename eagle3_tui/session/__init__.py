@@ -7,7 +7,9 @@ live in the submodules; only the names below are the package's contract.
 
 from __future__ import annotations
 
+from eagle3_tui.actions import CHANGES_HOST, HOST_ACTIONS, HostAction, host_action
 from eagle3_tui.profile import Preset
+from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import (
     BenchFinished,
     BenchProgress,
@@ -30,9 +32,11 @@ from eagle3_tui.session.events import (
     StatsUpdated,
 )
 from eagle3_tui.session.facade import Session
-from eagle3_tui.session.presets import LAUNCH_COMMAND_PATH, ApplyPlan, sha256_text
+from eagle3_tui.session.presets import LAUNCH_COMMAND_PATH, ApplyPlan, check_grid, ledger_configs, sha256_text
 
 __all__ = [
+    "CHANGES_HOST",
+    "HOST_ACTIONS",
     "LAUNCH_COMMAND_PATH",
     "ApplyPlan",
     "BenchFinished",
@@ -42,6 +46,7 @@ __all__ = [
     "ConnView",
     "ConnectionChanged",
     "FindingsChanged",
+    "HostAction",
     "HttpSample",
     "LedgerChanged",
     "LogBatch",
@@ -56,5 +61,9 @@ __all__ = [
     "Session",
     "SessionEvent",
     "StatsUpdated",
+    "check_grid",
+    "host_action",
+    "ledger_configs",
+    "refuse_readonly",
     "sha256_text",
 ]

@@ -1,9 +1,9 @@
-"""The accuracy check as a job on a host: ship the script files, run them next to the data, stream back.
+"""The accuracy check as a job on a host: ship the check's zip, run it next to the data, stream back.
 
 The check must run where the hidden states are (often hundreds of GB on the GPU host), with the
-host's own Python and torch. So the plain files `accuracy.py` and its siblings are copied to a
-fresh temp directory on the host, run there with the given interpreter, their JSON lines streamed
-back as events, and the directory removed. Cancelling the awaiting task closes the stream, and the
+host's own Python and torch. So the check's zip application (eagle/shipped.py: the package's own
+modules the check imports) is written to a fresh temp directory on the host, run there with the given
+interpreter, its JSON lines streamed back as events, and the directory removed. Cancelling the awaiting task closes the stream, and the
 host-side watchdog ends the job (research/ssh.md: closing a channel alone does not).
 """
 
@@ -12,22 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from eagle3_tui.eagle import shipped
 from eagle3_tui.eagle.accuracy import CheckReport
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.types import RunResult
 from eagle3_tui.session.leftovers import remove_leftovers
-
-# the files accuracy.py needs beside it (each imports its siblings as plain modules there), relative to
-# the package; they land side by side under their own names
-SCRIPT_FILES: tuple[str, ...] = (
-    "eagle/accuracy.py", "eagle/drafter.py", "eagle/datasets.py", "eagle/wiring.py", "eagle/checkpoint.py",
-    "eagle/trainers.py", "eagle/predict.py", "readers.py",
-)
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 _MKTEMP = "import tempfile; print(tempfile.mkdtemp(prefix='eagle3-check-'))"
 _PRECHECK = (
@@ -53,14 +45,18 @@ class CheckEvent(dict[str, Any]):
         return self.get(name)
 
 
-def script_sources() -> dict[str, bytes]:
-    """The shipped files by the name they have on the host."""
-    return {Path(rel).name: (_PACKAGE_DIR / rel).read_bytes() for rel in SCRIPT_FILES}
+def zip_path(job_dir: str) -> str:
+    """Where the check's zip lies in a job's temp directory on the host."""
+    return f"{job_dir}/{shipped.NAME}"
+
+
+async def _ship(host: Host, job_dir: str) -> None:
+    await host.write_atomic(zip_path(job_dir), shipped.build(), expect_sha256=None)
 
 
 def check_argv(
     python: str,
-    script_dir: str,
+    job_dir: str,
     *,
     draft_dir: str,
     data_glob: str,
@@ -78,7 +74,7 @@ def check_argv(
     predict: Sequence[Sequence[int]] = (),
 ) -> list[str]:
     """The command line on the host; every value is one argv element (data, never shell text)."""
-    argv = [python, "-u", f"{script_dir}/accuracy.py", "--no-stdin-watch",
+    argv = [python, "-u", zip_path(job_dir), "--no-stdin-watch",
             "--draft", draft_dir, "--data", data_glob, "--samples", str(samples), "--steps", str(steps),
             "--device", device, "--dtype", dtype, "--labels", labels]
     if target:
@@ -188,8 +184,7 @@ async def run_check(
     tmp = await _make_temp(host, py)
     await remove_leftovers(host, keep=tmp)  # folders of jobs killed before they could clean up
     try:
-        for name, data in script_sources().items():
-            await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
+        await _ship(host, tmp)
         argv = check_argv(py, tmp, draft_dir=draft_dir, data_glob=data_glob, **options)
         outcome = _Outcome(on_event)
         async with host.stream(argv, cwd=tmp) as lines:
@@ -201,13 +196,12 @@ async def run_check(
 
 
 async def run_shipped(host: Host, python: str, argv_for: Callable[[str], list[str]], *, timeout: float = 120.0) -> RunResult:
-    """A short job over the check's plain files: shipped to a fresh temp dir on the host, `argv_for(dir)`
+    """A short job over the check's zip: shipped to a fresh temp dir on the host, `argv_for(zip path)`
     run there (cwd the dir), the dir removed. For quick looks (the data's first file), not the check."""
     tmp = await _make_temp(host, python)
     try:
-        for name, data in script_sources().items():
-            await host.write_atomic(f"{tmp}/{name}", data, expect_sha256=None)
-        return await host.run(argv_for(tmp), cwd=tmp, timeout=timeout)
+        await _ship(host, tmp)
+        return await host.run(argv_for(zip_path(tmp)), cwd=tmp, timeout=timeout)
     finally:
         await _remove(host, tmp)
 

@@ -23,6 +23,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import LOCAL_NAMES
 from eagle3_tui.session.discovery import LaunchSpec, ServerProcess, default_log_path, discover_servers
 from eagle3_tui.session.events import RestartFailed
+from eagle3_tui.session.restart_timing import FAILED_STOP_GRACE_S, LOG_TAIL_LINES, STOP_GRACE_S
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from eagle3_tui.session.deploy_restart import Parts
     from eagle3_tui.session.deployment import Deployment
 
-TAIL_LINES = 40
-STOP_GRACE_S = 30.0
-FAILED_STOP_GRACE_S = 10.0
 CONNECT_TIMEOUT_S = 30.0
 
 HostFor = Callable[[str], "Host"]
@@ -165,7 +163,7 @@ class NodeGroup:
 
     async def _tail(self, node: Node) -> tuple[str, ...]:
         assert node.spec.log_path is not None
-        return await self._host(node.host_name).tail_lines(node.spec.log_path, TAIL_LINES)
+        return await self._host(node.host_name).tail_lines(node.spec.log_path, LOG_TAIL_LINES)
 
     async def stop_launched(self, t0: float) -> None:
         """A failed restart stops the nodes it launched (a head without them, or they without it, serve nothing)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.restart_timing import FIND_POLL_S
 from eagle3_tui.session.state import Launched
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from eagle3_tui.session.state import RunTracker
     from eagle3_tui.session.views import Views
     from eagle3_tui.sglang.client import SGLangClient
-
-FIND_POLL_S = 0.3
 
 
 ClientFactory = Callable[[], Awaitable["SGLangClient"]]

@@ -30,6 +30,7 @@ from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
+from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
@@ -52,7 +53,6 @@ from eagle3_tui.session.events import (
     CheckProgress,
     ConnView,
     FindingsChanged,
-    ReadOnlyError,
     RestartFailed,
     ServerView,
     SessionEvent,
@@ -74,7 +74,8 @@ from eagle3_tui.session.presets import (
 )
 from eagle3_tui.session.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
-from eagle3_tui.session.restart import LOG_TAIL_LINES, Restarter
+from eagle3_tui.session.restart import Restarter
+from eagle3_tui.session.restart_timing import LOG_TAIL_LINES
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.state import RunTracker
 from eagle3_tui.session.store import LocalStore
@@ -163,11 +164,6 @@ class Session:
     def server(self) -> ServerView:
         return self.views.server
 
-    @server.setter
-    def server(self, view: ServerView) -> None:
-        """Replace the server view without telling listeners (a recorded session, before the UI wires)."""
-        self.views.server = view
-
     @property
     def spec(self) -> LaunchSpec | None:
         """The launch a restart runs: the attached server's, else the remembered or profile's one."""
@@ -186,9 +182,9 @@ class Session:
     def _emit(self, event: SessionEvent) -> None:
         self.views.emit(event)
 
-    def _check_writable(self, what: str) -> None:
+    def _check_writable(self, action: str, detail: str = "") -> None:
         if self.readonly:
-            raise ReadOnlyError(f"read-only session: refusing to {what} (started with --readonly)")
+            raise refuse_readonly(action, detail, how="the session was started with --readonly")
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -314,17 +310,6 @@ class Session:
             gone = not self.servers or want is not None
             self.views.set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
         return self.servers
-
-    async def select_server(self, pid: int) -> None:
-        """Attach to one of several discovered servers."""
-        found = next((s for s in self.servers if s.pid == pid), None)
-        if found is None:
-            raise UserError(f"no SGLang server with pid {pid} on this host")
-        self._adopt(found)
-        await self.read_launch_facts()
-        if self.server.log_path:
-            self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
-        await self.refresh_findings()
 
     def _adopt(self, proc: ServerProcess) -> None:
         spec = proc.spec().with_env(self.profile.launch_env)  # the profile's launch_env over what it ran with
@@ -482,7 +467,7 @@ class Session:
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
-        self._check_writable(f"apply preset {plan.preset.name!r}")
+        self._check_writable("apply", plan.preset.name)
         check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
         self.restarter.check_idle()
         if plan.problems:
@@ -503,7 +488,7 @@ class Session:
 
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
-        self._check_writable("roll back")
+        self._check_writable("rollback")
         check_action(self.deployment, "restart")
         self.restarter.check_idle()
         undo = self.changes.next_undo()
@@ -532,7 +517,7 @@ class Session:
     async def start_server(self) -> None:
         """Start the server with the profile's launch command (or the last known one)."""
         if not self.profile.demo:  # the demo's own sim server is started even when read-only
-            self._check_writable("start the server")
+            self._check_writable("start")
         self.restarter.check_idle()
         if self._spec is None:
             self._spec = self._remembered_spec()
@@ -544,7 +529,7 @@ class Session:
 
     async def stop_server(self) -> None:
         if not self.profile.demo:
-            self._check_writable("stop the server")
+            self._check_writable("stop")
         check_action(self.deployment, "stop")
         await self.restarter.stop()
 
@@ -552,7 +537,7 @@ class Session:
         """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
 
         `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
-        self._check_writable("restart the server")
+        self._check_writable("restart")
         check_action(self.deployment, "restart", into_log=into_log)
         if into_log:
             release_to_log(self)
@@ -567,7 +552,7 @@ class Session:
         """Restart with `argv` as the launch command, through the one restart path, without an undo
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
-        self._check_writable("restart the server")
+        self._check_writable("restart")
         check_action(self.deployment, "flags")
         self.restarter.check_idle()
         await self.check_target(self._spec, "restart the server")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.doctor import Facts
 from eagle3_tui.eagle.accuracy import predicted_accept_len
 from eagle3_tui.eagle.draft_config import DraftConfig
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import ServerView
 from eagle3_tui.session.probe import TargetInfo, installed_for_version
@@ -89,7 +90,7 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     _live(f, snap)
     served = None
     if s.speculative and s.steps is not None and s.topk is not None and s.draft_tokens is not None:
-        served = (s.steps, s.topk, s.draft_tokens)
+        served = SpecConfig(s.steps, s.topk, s.draft_tokens)
     # decode's boundaries where graphed decode replays others (ids reaching prefill only): they decide it
     f.predicted_accept_len = predicted_accept_len(snap.check, s.decode_boundaries or s.boundaries, served)
     _advice(f, snap)
@@ -139,11 +140,11 @@ def _advice(f: Facts, snap: FactsSnapshot) -> None:
     if rep is None:
         return
     b = snap.server.decode_boundaries or snap.server.boundaries
-    hit = rep.for_boundaries(b) if b is not None else rep.result("draft config")
-    if hit is None or hit.top1 is None:
+    hit = rep.served_wiring(b)
+    if hit is None:
         return
     f.step_accept = tuple(hit.step_accept)
-    f.predictions = tuple(r for r in rep.predictions if r.get("boundaries") == hit.boundaries)
+    f.predictions = tuple(rep.served_predictions(b))
 
 
 def _live(f: Facts, snap: FactsSnapshot) -> None:

@@ -3,7 +3,7 @@
 A job (the accuracy check) works in `<tmp>/eagle3-check-*` on the host and removes it on every exit
 it sees (a normal end, an error, ctrl-C, SIGTERM). A SIGKILL, a power cut or a lost connection sees
 nothing: the folder stays. The next job removes such folders: named like ours, not named by any
-running process's command line (the job runs `<folder>/accuracy.py`), and older than
+running process's command line (the job runs `<folder>/accuracy.pyz`), and older than
 `LEFTOVER_AGE_S` (so a folder another job just made, before its process started, is spared).
 """
 

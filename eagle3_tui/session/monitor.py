@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.httpstats import HttpCharts, NoLog
 from eagle3_tui.session.restart import ClientFactory, Restarter, log_tail
+from eagle3_tui.session.restart_timing import LAST_LINES_GRACE_S
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 POLL_INTERVAL_S = 3.0
 TICK_S = 0.5
-LAST_LINES_GRACE_S = 0.5
 
 Step = Callable[[], Awaitable[object]]
 

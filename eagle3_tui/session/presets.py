@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from eagle3_tui.eagle import wiring
 from eagle3_tui.eagle.draft_config import DraftConfig, json_diff, set_layer_ids, validate_layer_ids
+from eagle3_tui.eagle.spec_config import SpecConfig, prediction_grid
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.sglang import launch
@@ -319,3 +320,42 @@ def _one_per_line(argv: Sequence[str]) -> list[str]:
         else:
             lines.append(shlex.quote(tok))
     return [line + "\n" for line in lines]
+
+
+_GRID_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
+
+def _count(value: object) -> int | None:
+    """A flag preset's count (an int, or digits as a profile may write it); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def ledger_configs(configs: Iterable[Mapping[str, object]]) -> list[SpecConfig]:
+    """The (steps, topk, draft tokens) of ledger rows' config snapshots, in order, once each."""
+    out: list[SpecConfig] = []
+    for c in configs:
+        s, k, d = (_count(c.get(key)) for key in ("steps", "topk", "draft_tokens"))
+        if s is not None and k is not None and d is not None and (s, k, d) not in out:
+            out.append(SpecConfig(s, k, d))
+    return out
+
+
+def check_grid(served: SpecConfig | None, flag_presets: Iterable[Mapping[str, object]] = (),
+               seen: Iterable[Sequence[int]] = ()) -> list[SpecConfig]:
+    """What a check predicts when not told, in the console and in `eagle3-tui check` alike: the served
+    flags, the flags each flag preset would serve (so applying one moves the prediction), those the
+    ledger saw on this host (so rolling back does), then the standard grid; as SGLang would run them,
+    configurations it refuses left out (eagle.spec_config.prediction_grid)."""
+    wanted: list[tuple[int, ...]] = []
+    if served is not None:
+        for flags in flag_presets:
+            picked = [_count(flags.get(k)) for k in _GRID_FLAGS]
+            if all(v is None for v in picked):
+                continue  # no speculative count in it (or one removed: no speculation)
+            wanted.append(tuple(v if v is not None else served[i] for i, v in enumerate(picked)))
+    wanted += [tuple(c) for c in seen]
+    return prediction_grid(served, wanted)

@@ -53,7 +53,6 @@ class TargetInfo:
     installed: Answer | None = None
     """The installed SGLang's answer for this target with no id key (`evaluate` gives the draft's ids);
     None when neither its source nor its version could be read."""
-    installed_from: str = ""
     """Where the model came from: the package directory read, or the sim's release flag."""
     installed_fallback: bool = True
     """Whether `/server_info`'s version may stand in when `installed` is None (not for a sim that models
@@ -221,7 +220,7 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
     if spec is not None:
         if args is not None and args.kind == launch.KIND_SIM:
             _sim_arch(args, t)
-        t.installed, t.installed_from = await read_installed(host, spec, profile, t.arch, t.num_layers)
+        t.installed, _source = await read_installed(host, spec, profile, t.arch, t.num_layers)
         t.installed_fallback = not (args is not None and args.kind == launch.KIND_SIM)
         if t.installed is not None:
             a = t.installed

@@ -29,6 +29,15 @@ from eagle3_tui.session.deploy_nodes import NodeFailed
 from eagle3_tui.session.deploy_restart import ClientFactory
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.restart_timing import (
+    ALIVE_CHECK_S,
+    FAILED_STOP_GRACE_S,
+    LAST_LINES_GRACE_S,
+    LOG_TAIL_LINES,
+    POLL_S,
+    PORT_HELD_S,
+    STOP_GRACE_S,
+)
 from eagle3_tui.session.restartlock import RestartLock
 from eagle3_tui.session.state import Launched, RunTracker
 
@@ -40,13 +49,6 @@ if TYPE_CHECKING:
     from eagle3_tui.session.logfeed import LogFeed
     from eagle3_tui.session.views import Views
 
-LOG_TAIL_LINES = 40
-STOP_GRACE_S = 30.0
-FAILED_STOP_GRACE_S = 10.0
-PORT_HELD_S = 10.0
-ALIVE_CHECK_S = 1.0
-POLL_S = 0.2
-LAST_LINES_GRACE_S = 0.5  # after the group is gone, the follower still delivers its last lines
 
 _PORT_FREE = (
     "import socket,sys\n"

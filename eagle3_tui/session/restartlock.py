@@ -30,9 +30,6 @@ def lock_path(log_path: str) -> str:
     return posixpath.join(head, f".{tail}.restart-lock")
 
 
-    return True
-
-
 def is_stale(owner: dict[str, Any], *, now: float, max_age_s: float, machine: str) -> bool:
     """Whether the lock's owner is gone (pure but for the liveness check of a local pid)."""
     since = owner.get("since")

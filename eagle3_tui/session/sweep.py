@@ -16,21 +16,23 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session.events import ReadOnlyError
+from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.presets import plan_flags, set_flags
 from eagle3_tui.session.restart import RestartFailed
 from eagle3_tui.sglang import launch
 
-Config = tuple[int, int, int]
+if TYPE_CHECKING:
+    from eagle3_tui.eagle.accuracy import CheckReport
 
 SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
-def served_config(argv: Sequence[str] | None, target_arch: str | None = None) -> Config | None:
+def served_config(argv: Sequence[str] | None, target_arch: str | None = None) -> SpecConfig | None:
     """(steps, topk, draft tokens) SGLang runs for this launch command (its auto-choice and topk-1
     rule applied); None without speculation or a launch command."""
     if not argv:
@@ -41,26 +43,21 @@ def served_config(argv: Sequence[str] | None, target_arch: str | None = None) ->
         return None
     if not eff.speculative or eff.error or None in (eff.steps, eff.topk, eff.draft_tokens):
         return None
-    return int(eff.steps or 0), int(eff.topk or 0), int(eff.draft_tokens or 0)
+    return SpecConfig(int(eff.steps or 0), int(eff.topk or 0), int(eff.draft_tokens or 0))
 
 
-def prediction_for(report: Any, cfg: Config, boundaries: Sequence[int] | None = None) -> float | None:
-    """The check's predicted accept length for `cfg`: on the served boundaries when given and
-    predicted, else on the first wiring predicted (the check's best)."""
-    rows = [r for r in getattr(report, "predictions", None) or []
-            if (r.get("steps"), r.get("topk"), r.get("draft_tokens")) == tuple(cfg) and r.get("accept_len") is not None]
-    if boundaries is not None:
-        hit = [r for r in rows if r.get("boundaries") == list(boundaries)]
-        rows = hit or rows
-    return float(rows[0]["accept_len"]) if rows else None
+def prediction_for(report: CheckReport | None, cfg: SpecConfig, boundaries: Sequence[int] | None = None) -> float | None:
+    """The check's predicted accept length for `cfg` on the served wiring (`CheckReport.prediction`)."""
+    found = report.prediction(cfg, boundaries) if report is not None else None
+    return found.accept_len if found is not None else None
 
 
-def order_configs(grid: Sequence[Config], predicted: Callable[[Config], float | None]) -> list[Config]:
+def order_configs(grid: Sequence[SpecConfig], predicted: Callable[[SpecConfig], float | None]) -> list[SpecConfig]:
     """Predicted best first; configurations without a prediction after, in the order given."""
-    seen: list[Config] = []
+    seen: list[SpecConfig] = []
     for c in grid:
         if tuple(c) not in seen:
-            seen.append((int(c[0]), int(c[1]), int(c[2])))
+            seen.append(SpecConfig(int(c[0]), int(c[1]), int(c[2])))
     known = sorted((c for c in seen if predicted(c) is not None), key=lambda c: -(predicted(c) or 0.0))
     return known + [c for c in seen if predicted(c) is None]
 
@@ -79,7 +76,7 @@ async def _whole(restart: Any) -> None:
 
 @dataclass(frozen=True)
 class SweepStep:
-    config: Config
+    config: SpecConfig
     predicted: float | None
     accept_len: float | None = None
     tok_s: float | None = None
@@ -109,7 +106,7 @@ class Sweep:
     """One sweep over `grid` on an attached session (construct, then `await run()`; `stop()` ends it
     after the current step)."""
 
-    def __init__(self, session: Any, grid: Sequence[Config], *, bench: dict[str, Any] | None = None,
+    def __init__(self, session: Any, grid: Sequence[SpecConfig], *, bench: dict[str, Any] | None = None,
                  report: Any = None, limit: int | None = None, on_progress: Progress | None = None) -> None:
         self.session = session
         self.report = report if report is not None else getattr(session, "check", None)
@@ -131,7 +128,7 @@ class Sweep:
         if spec is None:
             raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
         if getattr(self.session, "readonly", False):
-            raise ReadOnlyError("read-only: a flag sweep restarts the server")
+            raise refuse_readonly("sweep", how="the session was started with --readonly")
         self.session.restarter.check_idle()
         result = SweepResult(list(spec.argv))
         recorded = False  # the one undo record (holding the start argv) exists
@@ -152,7 +149,7 @@ class Sweep:
             await asyncio.shield(self._restore(result, recorded))
         return result
 
-    async def _one(self, cfg: Config, start: list[str], *, first: bool) -> tuple[SweepStep, bool]:
+    async def _one(self, cfg: SpecConfig, start: list[str], *, first: bool) -> tuple[SweepStep, bool]:
         """Serve `cfg` and benchmark it. Returns (the step, whether the sweep's undo record now exists)."""
         s, k, d = cfg
         flags = dict(zip(SWEEP_FLAGS, (s, k, d), strict=True))

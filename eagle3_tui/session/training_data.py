@@ -2,7 +2,7 @@
 
 The doctor's `wiring-mismatch` compares what the draft was trained on with what is served, and only the
 training data knows the former. A quick look reads the first data file on the host, next to the data,
-with the check's own reader (`eagle.datasets.describe`, shipped as a plain file like the check): the
+with the check's own reader (`eagle.datasets.describe`, imported from the check's zip): the
 layout, how many slots, which of them the trainer fed fc. The slots' boundaries come from the operator
 (`--data-slots`, the profile's `data_slots`), else from speculators' generator layout where it applies.
 Bad input (a glob matching nothing, a file of the wrong shape, slots that do not fit) is one sentence.
@@ -26,7 +26,7 @@ _DESCRIBE = (
     "import json, sys\n"
     "sys.path.insert(0, sys.argv[1])\n"
     "try:\n"
-    "    import datasets\n"
+    "    from eagle3_tui.eagle import datasets\n"
     "except ImportError as e:\n"
     "    print(json.dumps({'missing': str(e)})); raise SystemExit(0)\n"
     "try:\n"
@@ -92,18 +92,13 @@ class TrainingData:
 
 
 def parse_slots(text: str | None, what: str = "--data-slots") -> tuple[int, ...] | None:
-    """'0,3,31,59' -> boundaries; empty -> None; one sentence for anything else."""
-    from eagle3_tui.eagle.wiring import parse_ids
+    """'0,3,31,59' -> boundaries; empty -> None; one sentence for anything else (eagle.wiring's rule)."""
+    from eagle3_tui.eagle.wiring import parse_slots as parse
 
-    if text is None or not text.strip():
-        return None
     try:
-        slots = tuple(parse_ids(text))
+        return parse(text)
     except ValueError as err:
         raise UserError(f"{what}: {err}") from None
-    if any(b < 0 for b in slots):
-        raise UserError(f"{what}: boundaries are 0 (the embedding output) or more, got {', '.join(map(str, slots))}")
-    return slots
 
 
 def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | None,
@@ -132,9 +127,9 @@ def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | No
 
 async def read_head(host: Host, python: str, glob: str) -> DataHead:
     """The data's first file read on `host` with its own Python (torch and safetensors there)."""
-    # the folder with a trailing slash on the command line: a check starting meanwhile sees it in use
-    # (session/leftovers.py) and leaves it alone
-    got = await run_shipped(host, python, lambda tmp: [python, "-c", _DESCRIBE, f"{tmp}/", glob], timeout=120)
+    # the zip's path (the job's folder and a slash) on the command line: a check starting meanwhile sees
+    # the folder in use (session/leftovers.py) and leaves it alone
+    got = await run_shipped(host, python, lambda zip_path: [python, "-c", _DESCRIBE, zip_path, glob], timeout=120)
     line = next((ln for ln in reversed(got.stdout.splitlines()) if ln.startswith("{")), "")
     try:
         out = json.loads(line)

@@ -50,8 +50,8 @@ MAX_TRACEBACK_TAIL = 56
 
 
 # The per-line events of a busy log (stat and access lines) are plain, not frozen, dataclasses: a
-# frozen one's __init__ sets each field through object.__setattr__, 4.8 µs against 0.65 µs for 14
-# fields (Python 3.11), and a live log makes 20,000 of them a second. Treat them as read-only.
+# frozen one's __init__ sets each field through object.__setattr__, several times slower
+# (benchmarks/MEASURED.md), and a live log makes 20,000 of them a second. Treat them as read-only.
 
 
 @dataclass(slots=True)

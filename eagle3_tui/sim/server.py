@@ -231,6 +231,6 @@ if __name__ == "__main__":
         code = leave.code if isinstance(leave.code, int) else 0 if leave.code is None else 1
     sys.stdout.flush()
     sys.stderr.flush()
-    # Every line is written and flushed: skip the interpreter's teardown of torch (about 1.5 s on a
-    # busy CPU), which every stop and restart of a sim server would wait for.
+    # Every line is written and flushed: skip the interpreter's teardown of torch (slow on a busy CPU:
+    # benchmarks/MEASURED.md), which every stop and restart of a sim server would wait for.
     os._exit(code)

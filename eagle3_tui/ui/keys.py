@@ -5,12 +5,14 @@ by the app (`Eagle3App.key_owners`), so this module imports none of them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
+
+from eagle3_tui.actions import CHANGES_HOST
 
 # (group title, binding ids) in the order help lists them.
 HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -24,8 +26,8 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )
 
-# Actions that change the host: hidden and refused in --readonly.
-CHANGING = frozenset({"apply_preset", "rollback", "restart", "sweep"})
+# Actions that change the host (the session's one list, by the same names): hidden and refused in --readonly.
+CHANGING = CHANGES_HOST
 
 _DISPLAY = {
     "slash": "/",
@@ -66,10 +68,20 @@ def groups(owners: Sequence[type[DOMNode]]) -> list[tuple[str, list[Key]]]:
     return [(title, [keys[i] for i in ids if i in keys]) for title, ids in HELP_ORDER]
 
 
-def shown_keys(binding: Binding, keymap: dict[str, str]) -> str:
+def bound_keys(binding: Binding, keymap: Mapping[str, str]) -> list[str]:
+    """The keys that run a binding, after the profile's keymap (Textual's own spelling: "R", "escape")."""
+    return [k.strip() for k in keymap.get(binding.id or "", binding.key).split(",")]
+
+
+def owner_of_key(key: str, bindings: Iterable[BindingType], keymap: Mapping[str, str]) -> Binding | None:
+    """Which of `bindings` a key press runs, after the keymap (from the declared BINDINGS, so a disabled
+    binding is found too: Textual's public `active_bindings` leaves those out)."""
+    return next((b for b in Binding.make_bindings(bindings) if key in bound_keys(b, keymap)), None)
+
+
+def shown_keys(binding: Binding, keymap: Mapping[str, str]) -> str:
     """The keys of a binding as help shows them, after the profile's keymap."""
-    key = keymap.get(binding.id or "", binding.key)
-    return ", ".join(display(k) for k in key.split(","))
+    return ", ".join(display(k) for k in bound_keys(binding, keymap))
 
 
 def display(key: str) -> str:

@@ -111,9 +111,8 @@ def freeze_startup_heap() -> None:
     """Take what the imports built (modules, classes, functions: alive as long as the process) out of
     the garbage collector's sight (`gc.freeze`), so the collections of the start scan only new objects,
     and turn the collector on (cli.main turns it off for the console's imports: they make no garbage
-    worth the ~80 collections they would trigger). Measured on a 2-core VM: the imports leave ~57k
-    objects, a full collection fell due just before the first frame (30-40 ms), and the collections
-    before it cost ~45 ms in all, ~10 ms this way; a bare Textual app's ~39k objects cost ~25 ms."""
+    worth the collections they would trigger). Without this, a full collection falls due just before
+    the first frame (benchmarks/MEASURED.md)."""
     gc.freeze()
     gc.enable()
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from textual.markup import escape
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.ui.format import accept_level, fmt_duration, fmt_ids, fmt_num
 
@@ -56,15 +57,17 @@ def snapshot_of(session: Session) -> Snapshot:
     )
 
 
-Config = tuple[int, int, int]  # (steps, topk, draft tokens)
-
-
-def served_config(server: ServerView) -> Config | None:
+def served_config(server: ServerView) -> SpecConfig | None:
     """The (steps, topk, draft tokens) the server runs (the effective draft tokens); None without
     speculation or with a flag unknown."""
     if not server.speculative or server.steps is None or server.topk is None or server.draft_tokens is None:
         return None
-    return int(server.steps), int(server.topk), int(server.draft_tokens)
+    return SpecConfig(int(server.steps), int(server.topk), int(server.draft_tokens))
+
+
+def fed_boundaries(server: ServerView) -> tuple[int, ...] | None:
+    """The boundaries that decide the accept length: decode's where graphed decode replays others."""
+    return server.decode_boundaries or server.boundaries
 
 
 def predicted(snap: Snapshot) -> float | None:
@@ -74,16 +77,15 @@ def predicted(snap: Snapshot) -> float | None:
         return None
     from eagle3_tui.eagle.accuracy import predicted_accept_len
 
-    # decode's boundaries where graphed decode replays others: they decide the accept length
-    fed = snap.server.decode_boundaries or snap.server.boundaries
-    return predicted_accept_len(snap.check, fed, served_config(snap.server))
+    return predicted_accept_len(snap.check, fed_boundaries(snap.server), served_config(snap.server))
 
 
 def predicted_for_flags(snap: Snapshot) -> bool:
     """Whether the check predicted the served flags themselves (else its number is the chain of the
     check's own steps, and the chart says so)."""
     cfg = served_config(snap.server)
-    return cfg is not None and any(r.served_flags for r in prediction_rows(snap.check, snap.server.boundaries, cfg))
+    return cfg is not None and snap.check is not None and \
+        snap.check.prediction(cfg, fed_boundaries(snap.server)) is not None
 
 
 # ---------------------------------------------------------------- status bar
@@ -363,7 +365,7 @@ class PredictionRow:
 
     wiring: str
     boundaries: str
-    config: Config
+    config: SpecConfig
     accept_len: float | None
     served_wiring: bool = False
     """The row's wiring feeds the boundaries served now."""
@@ -372,94 +374,54 @@ class PredictionRow:
 
 
 def prediction_rows(
-    report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None
+    report: CheckReport | None, served: Sequence[int] | None, served_cfg: SpecConfig | None
 ) -> list[PredictionRow]:
     """The check's `predictions` (the best wiring's grid and the served one's when it differs) as
     table rows, grouped by wiring in the report's order, with the served configuration marked."""
     if report is None:
         return []
-    want = list(served) if served is not None else None
+    want = tuple(served) if served is not None else None
     out: list[PredictionRow] = []
-    for r in report.predictions:
-        try:
-            cfg = (int(r["steps"]), int(r["topk"]), int(r["draft_tokens"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        bounds = r.get("boundaries")
-        on_served = want is not None and bounds == want
-        acc = r.get("accept_len")
+    for p in report.prediction_list():
+        on_served = want is not None and p.boundaries == want
         out.append(PredictionRow(
-            wiring=str(r.get("wiring") or "?"),
-            boundaries=format_boundaries(bounds) if isinstance(bounds, list) else "?",
-            config=cfg,
-            accept_len=float(acc) if isinstance(acc, (int, float)) else None,
+            wiring=p.wiring,
+            boundaries=format_boundaries(p.boundaries) if p.boundaries is not None else "?",
+            config=p.config,
+            accept_len=p.accept_len,
             served_wiring=on_served,
-            served_flags=on_served and cfg == served_cfg,
+            served_flags=on_served and p.config == served_cfg,
         ))
     order = list(dict.fromkeys(r.wiring for r in out))
     return sorted(out, key=lambda r: order.index(r.wiring))  # stable: the grid's order within a wiring
 
 
 def check_grid(
-    server: ServerView, flag_presets: Sequence[Mapping[str, object]] = (), seen: Sequence[Config] = ()
-) -> list[Config]:
-    """What the console's check predicts: the served flags, the flags each flag preset would serve
-    (so applying one moves the prediction), those the ledger saw on this host (so rolling back
-    does), then the standard grid; SGLang's topk-1 rule applied, configurations it refuses left out."""
-    from eagle3_tui.eagle.predict import STANDARD_GRID, parse_config
+    server: ServerView, flag_presets: Sequence[Mapping[str, object]] = (), seen: Sequence[SpecConfig] = ()
+) -> list[SpecConfig]:
+    """What the console's check predicts: the session's one grid (`check_grid`, as `eagle3-tui check`)
+    for the flags served now."""
+    from eagle3_tui.session import check_grid as grid
 
-    served = served_config(server)
-    wanted: list[Config] = [served] if served is not None else []
-    if served is not None:
-        for flags in flag_presets:
-            picked = [_count(flags.get(k)) for k in _GRID_FLAGS]
-            if all(v is None for v in picked):
-                continue  # no speculative count in it (or one removed: no speculation)
-            s, k, d = (v if v is not None else served[i] for i, v in enumerate(picked))
-            wanted.append((s, k, d))
-    wanted += seen
-    wanted += STANDARD_GRID
-    out: list[Config] = []
-    for s, k, d in wanted:
-        try:
-            cfg = parse_config(f"{s},{k},{d}")
-        except ValueError:
-            continue
-        if cfg not in out:
-            out.append(cfg)
-    return out
+    return grid(served_config(server), flag_presets, seen)
 
 
-_GRID_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-
-
-def _count(value: object) -> int | None:
-    """A flag preset's count (an int, or digits as a profile may write it); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
-
-
-def ledger_configs(configs: Iterable[Mapping[str, object]]) -> list[Config]:
+def ledger_configs(configs: Iterable[Mapping[str, object]]) -> list[SpecConfig]:
     """The (steps, topk, draft tokens) of ledger rows' config snapshots, in order, once each."""
-    out: list[Config] = []
-    for c in configs:
-        s, k, d = (_count(c.get(key)) for key in ("steps", "topk", "draft_tokens"))
-        if s is not None and k is not None and d is not None and (s, k, d) not in out:
-            out.append((s, k, d))
-    return out
+    from eagle3_tui.session import ledger_configs as configs_of
+
+    return configs_of(configs)
 
 
-def sweep_grid(report: CheckReport | None, served: Sequence[int] | None, served_cfg: Config | None) -> list[Config]:
+def sweep_grid(report: CheckReport | None, served: Sequence[int] | None,
+               served_cfg: SpecConfig | None) -> list[SpecConfig]:
     """What the console's sweep serves: the served flags and the configurations the check predicted
     (on the served wiring when it was predicted), else the served flags and the standard grid."""
-    from eagle3_tui.eagle.predict import STANDARD_GRID
+    from eagle3_tui.eagle.spec_config import STANDARD_GRID
 
     rows = prediction_rows(report, served, served_cfg)
     mine = [r.config for r in rows if r.served_wiring] or [r.config for r in rows]
-    out: list[Config] = [served_cfg] if served_cfg is not None else []
+    out: list[SpecConfig] = [served_cfg] if served_cfg is not None else []
     for cfg in mine or list(STANDARD_GRID):
         if cfg not in out:
             out.append(cfg)
@@ -490,15 +452,15 @@ def bench_progress(done: int, total: int, label: str) -> JobProgress:
     return JobProgress(f"{escape(label)}: {done}/{total} requests", done, max(total, 1))
 
 
-def cfg_text(cfg: Config) -> str:
-    return f"{cfg[0]}/{cfg[1]}/{cfg[2]}"
+def cfg_text(cfg: Sequence[int]) -> str:
+    return str(SpecConfig(*cfg))
 
 
 class SweepStepView(Protocol):
     """What the progress line reads from a finished sweep step (the session's `SweepStep`)."""
 
     @property
-    def config(self) -> Config: ...
+    def config(self) -> SpecConfig: ...
     @property
     def predicted(self) -> float | None: ...
     @property
@@ -510,7 +472,7 @@ class SweepStepView(Protocol):
 
 
 def sweep_progress(
-    done: int, total: int, last: SweepStepView | None, eta_s: float | None, upcoming: Config | None,
+    done: int, total: int, last: SweepStepView | None, eta_s: float | None, upcoming: SpecConfig | None,
     *, stopping: bool = False,
 ) -> JobProgress:
     """The sweep's line over its bar: where it is, the last step's outcome, what is served next, ETA."""

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from eagle3_tui.session.checkjob import script_sources
+from eagle3_tui.eagle import shipped
+from tests.bare_python import bare_python
 from tests.trainers import worlds as W
 
 N_SAMPLES = 10
@@ -174,14 +174,15 @@ def test_original_release_bin_weights(world: W.TrainerWorld, tmp_path: Path) -> 
     assert "architectures LlamaForCausalLM" in arch["message"] and "LlamaForCausalLMEagle3" in arch["message"]
 
 
-def test_shipped_script_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
-    """accuracy.py and its siblings as plain files (what the session copies over SSH), run by a bare Python."""
-    for name, data in script_sources().items():  # the files the check job ships, from the one list
-        (tmp_path / name).write_bytes(data)
+def test_shipped_zip_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
+    """The check's zip (what the session ships over SSH), run by a Python without the project installed."""
+    pyz = tmp_path / "accuracy.pyz"
+    pyz.write_bytes(shipped.build())
+    bare, env = bare_python(tmp_path)
     proc = subprocess.run(
-        [sys.executable, str(tmp_path / "accuracy.py"), "--no-stdin-watch", "--draft", str(world.speculators_draft),
+        [*bare, str(pyz), "--no-stdin-watch", "--draft", str(world.speculators_draft),
          "--data", str(world.root / "speculators-out"), "--target", str(world.target), "--threads", "1"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
     )
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]

@@ -33,7 +33,6 @@ from typing import Any
 
 V, VD, H, NH, NKV, INTER, T, N, STEPS = 50, 30, 64, 4, 2, 128, 40, 12, 3
 PROMPT = 5  # loss mask 0 on the first tokens (the prompt)
-AUX_BOUNDARIES = (2, N // 2, N - 3)  # vLLM's default capture, as speculators' generator stores it
 
 
 def sglang_config(**extra: Any) -> dict:

@@ -189,7 +189,7 @@ async def test_readonly_hides_changing_actions(tmp_path):
         await pilot.press("3")
         for action in ("rollback", "restart", "sweep"):
             assert app.main.check_action(action, ()) is False
-        assert app.main.config_pane.check_action("apply_preset", ()) is False
+        assert app.main.config_pane.check_action("apply", ()) is False
         await pilot.press("R")
         await pilot.press("u")
         await pilot.press("S")

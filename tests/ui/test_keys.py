@@ -29,3 +29,13 @@ def test_the_binding_ids_profiles_use_are_still_there():
                        "check", "cancel", "bench", "bench-baseline", "tab-live", "tab-findings", "tab-config",
                        "tab-accuracy", "tab-ledger", "help", "theme-next", "screenshot", "quit"):  # fmt: skip
         assert binding_id in keys.all_keys(OWNERS), binding_id
+
+
+def test_the_keys_that_change_the_host_are_the_session_actions_by_name():
+    """One list (eagle3_tui/actions.py): the console's host-changing keys run actions named as the
+    session's methods and subcommands, so --readonly hides every one of them."""
+    from eagle3_tui.actions import CHANGES_HOST
+
+    bound = {b.action for owner in OWNERS for b in owner.BINDINGS if isinstance(b, Binding)}
+    assert {"apply", "rollback", "restart", "sweep"} <= bound & CHANGES_HOST
+    assert keys.CHANGING is CHANGES_HOST

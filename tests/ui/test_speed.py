@@ -1,6 +1,6 @@
 """What keeps the console cheap while a busy server logs (issue 14), checked as behaviour, not time:
-the levels' shortcut for the common batch agrees with the event walk, the log measures its lines where
-they are written (no thread per write), a key that toggles the pane's state lays nothing out, the
+the levels' shortcut for the common batch agrees with the event walk (the log measuring its lines where
+they are written: test_measured_log.py), a key that toggles the pane's state lays nothing out, the
 filter box and the log model wait until needed, the charts' bucketing can leave the event loop with the
 same result, and the GIL switch interval while the console runs."""
 
@@ -9,15 +9,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rich.cells import cell_len
 from textual.app import App, ComposeResult
-from textual.widgets import Label, Log
+from textual.widgets import Label
 
 from eagle3_tui.sglang.logline import LogReader
 from eagle3_tui.sglang.logmix import DEFAULT_MIX, make_line
 from eagle3_tui.ui.log_levels import LineLevels
 from eagle3_tui.ui.widgets.log_pane import LogPane
-from eagle3_tui.ui.widgets.pane_log import PaneLog, max_cells
 
 
 def _mixed_lines(seed: int, n: int) -> list[str]:
@@ -51,40 +49,6 @@ def test_the_common_batch_shortcut_agrees_with_the_walk() -> None:
         assert fast.add([], final) == walk._walk([], final)
         assert fast._levels == walk._levels
         assert shortcuts > 0 and "bad" in fast._levels.values() and "warn" in fast._levels.values()
-
-
-def test_max_cells_is_the_width_log_measures() -> None:
-    cases = [
-        ["plain ascii", "a bit longer plain ascii"],
-        ["tab\tinside", "x"],
-        ["日本語のログ", "ab"],
-        ["\x1b[31mred\x1b[0m text", "b"],
-        ["Capturing batches (bs=4 avail_mem=61.3 GB):  73%|███████   | 17/23\rnext"],
-        ["bell\x07", "cr\r"],
-        [],
-    ]
-    for lines in cases:
-        want = max((cell_len(Log._process_line(ln)) for ln in lines), default=0)
-        assert max_cells(lines) == want, lines
-
-
-class _OneLog(App[None]):
-    def compose(self) -> ComposeResult:
-        yield PaneLog(id="log")
-
-
-async def test_a_write_is_measured_at_once_without_a_worker() -> None:
-    app = _OneLog()
-    async with app.run_test(size=(60, 10)) as pilot:
-        log = app.query_one(PaneLog)
-        lines = ["short", "x" * 150, "日本語" * 10]
-        log.write_lines(lines)
-        assert log.virtual_size.width == 150, "measured in the write, not later by a thread"
-        assert not list(app.workers), "no thread worker per write"
-        log.clear()
-        log.write_lines(["abc"])
-        assert log.virtual_size.width == 3
-        await pilot.pause()
 
 
 class _Pane(App[None]):
@@ -247,21 +211,6 @@ def test_the_collector_is_on_again_whatever_way_the_console_start_ends(tmp_path,
     finally:
         gc.unfreeze()
     assert seen == [False, True] and gc.isenabled()
-
-
-async def test_replace_lines_is_clear_then_write_in_one_size_change() -> None:
-    app = _OneLog()
-    async with app.run_test(size=(60, 10)) as pilot:
-        log = app.query_one(PaneLog)
-        log.max_lines = 5
-        for lines in (["a", "bb", "ccc"], ["x" * 90, "tab\there", "日本語", "two\nrows", "a\rb"], [f"{i}" for i in range(9)]):
-            log.clear()
-            log.write_lines(lines)
-            want = (list(log.lines), log.virtual_size)
-            log.write_lines(["something else, wider than all of them" * 3])
-            log.replace_lines(lines)
-            assert (list(log.lines), log.virtual_size) == want, lines
-        await pilot.pause()
 
 
 async def test_a_pause_in_a_full_log_keeps_its_size_and_lays_nothing_out() -> None:

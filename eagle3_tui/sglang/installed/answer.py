@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.sglang.installed.archs import Arch
 from eagle3_tui.sglang.installed.evaluate import (
     Captured,
@@ -23,7 +24,7 @@ from eagle3_tui.sglang.installed.evaluate import (
 from eagle3_tui.sglang.installed.loader import DraftLoader
 from eagle3_tui.sglang.installed.notes import Note
 from eagle3_tui.sglang.installed.release import Release
-from eagle3_tui.sglang.installed.spec import SpecRules, Triple
+from eagle3_tui.sglang.installed.spec import SpecRules
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Answer:
     """The last boundary the forward can capture (N-1, or N where the last layer's output is capturable)."""
     loader: DraftLoader
     spec: SpecRules
-    auto_spec: Triple | None
+    auto_spec: SpecConfig | None
     log_stream: str
     notes: tuple[Note, ...]
     release: Release | None = field(default=None, compare=False, repr=False)

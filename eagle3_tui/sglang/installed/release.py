@@ -32,10 +32,6 @@ class Release:
     mods: Modules | None = None
     _rules: dict[str, CaptureRule] = field(default_factory=dict)
 
-    @property
-    def table_version(self) -> str:
-        return table.nearest(self.version)
-
     def capture_rule(self, arch: Arch) -> CaptureRule:
         if arch.key not in self._rules:
             rule = read_capture_rule(self.mods, arch) if self.mods is not None else None

@@ -16,6 +16,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.sglang.installed.notes import Note
 from eagle3_tui.sglang.installed.source import Located, Modules
 
@@ -23,14 +24,11 @@ SERVER_ARGS = "sglang.srt.server_args"
 SPEC_HOOK = "sglang.srt.arg_groups.speculative_hook"
 _AUTO_NAMES = ("auto_choose_speculative_params", "_auto_choose_speculative_params")
 
-Triple = tuple[int, int, int]
-
-
 @dataclass(frozen=True)
 class SpecRules:
     has_eagle3: bool
-    by_arch: tuple[tuple[frozenset[str], Triple], ...]
-    fallback: Triple | None
+    by_arch: tuple[tuple[frozenset[str], SpecConfig], ...]
+    fallback: SpecConfig | None
     steps_alone_fails: bool | None
     """`--speculative-num-steps` without topk crashes at start-up (None: not seen in the source)."""
     incomplete_asserts: bool
@@ -38,7 +36,7 @@ class SpecRules:
     page_size_forces_topk1: bool
     notes: tuple[Note, ...] = field(default=(), compare=False)
 
-    def auto_spec(self, architecture: str | None) -> Triple | None:
+    def auto_spec(self, architecture: str | None) -> SpecConfig | None:
         for archs, triple in self.by_arch:
             if architecture in archs:
                 return triple
@@ -53,8 +51,8 @@ def read_spec_rules(mods: Modules) -> SpecRules | None:
     text = args_text + "\n" + hook_text
     has_eagle3 = '"EAGLE3"' in args_text or "'EAGLE3'" in args_text or "EAGLE3" in hook_text
     auto = _find_auto(mods)
-    by_arch: tuple[tuple[frozenset[str], Triple], ...] = ()
-    fallback: Triple | None = None
+    by_arch: tuple[tuple[frozenset[str], SpecConfig], ...] = ()
+    fallback: SpecConfig | None = None
     notes: list[Note] = []
     if auto is not None:
         by_arch, fallback = _read_chain(auto)
@@ -90,10 +88,10 @@ def _find_auto(mods: Modules) -> Located | None:
     return None
 
 
-def _read_chain(fn: Located) -> tuple[tuple[tuple[frozenset[str], Triple], ...], Triple | None]:
+def _read_chain(fn: Located) -> tuple[tuple[tuple[frozenset[str], SpecConfig], ...], SpecConfig | None]:
     """The (arch list -> triple) branches and the `else` triple of the auto-choice's if-chain."""
-    out: list[tuple[frozenset[str], Triple]] = []
-    fallback: Triple | None = None
+    out: list[tuple[frozenset[str], SpecConfig]] = []
+    fallback: SpecConfig | None = None
     body = list(getattr(fn.node, "body", []))
     for stmt in body:
         node: ast.stmt | None = stmt
@@ -125,18 +123,18 @@ def _arch_list(test: ast.expr) -> frozenset[str] | None:
     return frozenset(e.value for e in seq.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
 
 
-def _returned(body: list[ast.stmt]) -> Triple | None:
+def _returned(body: list[ast.stmt]) -> SpecConfig | None:
     for stmt in body:
         if isinstance(stmt, ast.Return):
             return _literal_triple(stmt.value)
     return None
 
 
-def _literal_triple(value: ast.expr | None) -> Triple | None:
+def _literal_triple(value: ast.expr | None) -> SpecConfig | None:
     if isinstance(value, ast.Tuple) and len(value.elts) == 3:
         nums = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, int)]
         if len(nums) == 3:
-            return (nums[0], nums[1], nums[2])
+            return SpecConfig(nums[0], nums[1], nums[2])
     return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.sglang.installed.archs import ARCHS, Arch
 from eagle3_tui.sglang.installed.capture import (
     IGNORES_IDS,
@@ -26,7 +27,7 @@ from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUT
 from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GRAPH, IDS, RESET, GraphOrder
 from eagle3_tui.sglang.installed.source import version_key
-from eagle3_tui.sglang.installed.spec import SpecRules, Triple
+from eagle3_tui.sglang.installed.spec import SpecRules
 
 READ_VERSIONS: tuple[str, ...] = (
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.0rc0",
@@ -77,10 +78,10 @@ _LOADER: tuple[tuple[str, tuple[bool, bool, tuple[str, ...], bool]], ...] = (
     ("0.5.17", (True, True, (FC_NORM, NORM_OUTPUT, NORM_BEFORE_FC), True)),
 )
 
-_548: Triple = (5, 4, 8)
-_314: Triple = (3, 1, 4)
+_548 = SpecConfig(5, 4, 8)
+_314 = SpecConfig(3, 1, 4)
 # auto-choice: arch key -> rows; "*" is every architecture not in its own list (the `else:` branch).
-_AUTO: dict[str, tuple[tuple[str, Triple], ...]] = {
+_AUTO: dict[str, tuple[tuple[str, SpecConfig], ...]] = {
     "llama": (("0.4.5", _548),),
     "deepseek_v2": (("0.4.5", _548), ("0.4.7", _314)),
     "deepseek_v3": (("0.4.5", _548), ("0.4.7", _314)),
@@ -154,12 +155,12 @@ def draft_loader(version: str | None) -> DraftLoader:
 def spec_rules(version: str | None) -> SpecRules:
     at = nearest(version)
     has = version_key(at) >= version_key("0.4.5")
-    by_arch: list[tuple[frozenset[str], Triple]] = []
+    by_arch: list[tuple[frozenset[str], SpecConfig]] = []
     for arch in ARCHS:
         rows = _AUTO.get(arch.key)
         if rows is not None:
             by_arch.append((frozenset({arch.architecture}), _row(rows, version)[1]))
-    fallback: Triple = _row(_AUTO["*"], version)[1]
+    fallback: SpecConfig = _row(_AUTO["*"], version)[1]
     _, (steps_alone, topk1, page) = _row(_SPEC, version)
     note = Note("version table", f"auto-choice for other models {fallback}", assumed_from(at))
     return SpecRules(has, tuple(by_arch) if has else (), fallback if has else None,

@@ -1,6 +1,6 @@
 """Reading a whole log file fast (replay), with the same meaning as `LogReader`.
 
-A Python loop over lines costs about 1 µs a line; `grep` reads 10-15 M lines/s. Replay reads a file
+A Python loop over lines is far slower than `grep` (benchmarks/MEASURED.md). Replay reads a file
 in blocks of whole lines and finds, per block, the few lines that matter; three readings exist
 (ENGINES), all giving the same events. The package:
 
@@ -38,13 +38,9 @@ made mostly of warnings or tracebacks: each of those lines is parsed on its own 
 parse_bench.py --each-class shows the cost per class of line). Memory is bounded by the block
 size; a line longer than MAX_LONG_LINE is dropped unread.
 
-Measured (benchmarks/parse_bench.py, 2-core shared VM, 1M lines, median of 5): on a busy server's
-mix (163 MB) 1/2.7 to 1/3.4 of `LC_ALL=C grep -c 'accept len'` (0.30-0.37 s against 0.108 s, of it
-~0.07 s interpreter start and imports), on a log of stat lines (140 MB) 1/3.3; with another
-session's benchmark on the other core, 1/4.2. 44 MB peak RSS on either, the same at 250k lines.
-The regex reading read the mix at 1/8.0. Workers (`parallel`) start at 1 GiB with the native
-reading: below that forking costs more than it saves (two workers took 0.6-0.8 s at 163 MB against
-0.34-0.53 s alone).
+benchmarks/parse_bench.py prints the speed against `LC_ALL=C grep -c 'accept len'` and the memory;
+benchmarks/MEASURED.md keeps what it measured. Workers (`parallel`) start at 1 GiB with the native
+reading: below that forking costs more than it saves.
 """
 
 from __future__ import annotations

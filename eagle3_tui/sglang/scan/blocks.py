@@ -100,8 +100,7 @@ def _scan(
         if last > first:
             process(chunk, first, last + 1)  # whole lines, processed in place
         rest = chunk[last + 1 :]
-        if not res.recognized and res.bytes_read >= probe_bytes:
-            res.gave_up = True
+        if not res.recognized and res.bytes_read >= probe_bytes:  # not an SGLang log: stop here
             return res
     if rest and not skipping:
         line = b"\n" + rest + b"\n"

@@ -65,7 +65,6 @@ class ScanSink(Protocol):
 class ScanResult:
     bytes_read: int = 0
     recognized: bool = False  # saw at least one line parse_line reads as an SGLang log record
-    gave_up: bool = False  # stopped after PROBE_BYTES without one
     workers: int = 1  # processes that read the file (scan.parallel)
     engine: str = "native"  # which of ENGINES read it
 

@@ -40,9 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MIN_PARALLEL_BYTES", "default_jobs", "min_parallel_bytes", "scan_path"]
 
-# Below these sizes one process is faster than forking workers and merging their records. The
-# compiled scanner reads ~1 GB/s: at 163 MB two workers took 0.6-0.8 s against 0.34-0.53 s alone
-# (benchmarks/parse_bench.py, 2-core VM); the regex scanner reads ~0.2 GB/s.
+# Below these sizes one process is faster than forking workers and merging their records
+# (benchmarks/parse_bench.py; the numbers in benchmarks/MEASURED.md).
 MIN_PARALLEL_BYTES = {"native": 1 << 30, "regex": 32 << 20}
 PAIRS_PER_GROUP = 256  # the most a run can take (telemetry.runs.MAX_PAIRS)
 MAX_LEADING_LINES = 20_000  # more continuation lines than this at a cut: give up on workers

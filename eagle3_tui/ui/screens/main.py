@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Label, TabbedContent, TabPane
 
+from eagle3_tui.ui import keys
 from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.jobs import Jobs, err_text
 from eagle3_tui.ui.messages import FromSession, SessionMessage, message_for
@@ -57,8 +58,6 @@ FOCUS = {
 }
 CHECK_STOPPED = "check cancelled: the job on the host was stopped"
 SWEEP_LIMIT = 4  # the console sweep serves this many of the predicted best unless sweep_opts says otherwise
-# the console's actions that a deployment may refuse, and what they do to it (deployment.refusal's names)
-_DEPLOYMENT_NEEDS = {"restart": ("restart",), "rollback": ("restart",), "sweep": ("flags", "restart")}
 
 
 def while_mounted(handler: Callable[[MainScreen, M], None]) -> Callable[[MainScreen, M], None]:
@@ -245,9 +244,9 @@ class MainScreen(Screen[None]):
 
     def _freeze_heap(self) -> None:
         """The console is built: take its objects out of the collector's sight, as run_console does
-        with the imports'. A full collection walks every tracked object (~100k, 60-170 ms on a 2-core
-        VM, several a minute in a log flood: they were the slowest key presses; 5-35 ms after this,
-        key p95 139 -> 23 ms in benchmarks/ui_bench.py). Objects that die later are freed as usual,
+        with the imports'. A full collection walks every tracked object, several a minute in a log
+        flood: they were the slowest key presses (benchmarks/ui_bench.py; benchmarks/MEASURED.md).
+        Objects that die later are freed as usual,
         unless in a cycle: `on_unmount` gives them back to the collector (an app in a test process)."""
         gc.freeze()
         self._heap_frozen = True
@@ -448,7 +447,7 @@ class MainScreen(Screen[None]):
             with contextlib.suppress(NoMatches):  # the screen is being torn down
                 self._show_status()
             # The strips in a callback of their own: the status summary and the strips each read every
-            # ring (10-30 ms apiece while a busy server logs), and a key press can run between the two.
+            # ring (costly while a busy server logs), and a key press can run between the two.
             self.call_later(self._strips_tick)
 
     def _strips_tick(self) -> None:
@@ -487,7 +486,7 @@ class MainScreen(Screen[None]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("rollback", "restart", "sweep") and self.readonly:
+        if action in keys.CHANGING and self.readonly:
             return False
         if self.refused(action) is not None:
             return None  # shown disabled; pressing its key says why (on_key)
@@ -499,8 +498,11 @@ class MainScreen(Screen[None]):
 
     def refused(self, action: str) -> str | None:
         """Why the deployment (container, pod, unit, nodes) makes `action` unsafe; None when it is not."""
-        needs = _DEPLOYMENT_NEEDS.get(action)
-        if needs is None or self.session is None:
+        from eagle3_tui.actions import host_action
+
+        act = host_action(action)
+        needs = act.needs if act is not None else ()
+        if not needs or self.session is None:
             return None
         from eagle3_tui.session.deploy_wiring import refusals
 
@@ -511,12 +513,11 @@ class MainScreen(Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A disabled action's key (check_action said no, so no binding ran it): say why."""
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
-            why = self.refused(binding.action)
-            if why is not None:
-                event.stop()
-                self._say_refused(binding.action, why)
-                return
+        binding = keys.owner_of_key(event.key, self.BINDINGS, self.options.keymap)
+        why = None if binding is None else self.refused(binding.action)
+        if binding is not None and why is not None:
+            event.stop()
+            self._say_refused(binding.action, why)
 
     def _say_refused(self, action: str, why: str) -> None:
         """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""

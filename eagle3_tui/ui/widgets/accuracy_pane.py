@@ -14,9 +14,10 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.ui.format import fmt_num
-from eagle3_tui.ui.viewmodel import Config, JobProgress, PredictionRow, cfg_text, prediction_rows
+from eagle3_tui.ui.viewmodel import JobProgress, PredictionRow, cfg_text, prediction_rows
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport, WiringResult
@@ -80,7 +81,7 @@ class AccuracyPane(Vertical):
     """The last check's report (None: no check yet)."""
     served: reactive[tuple[int, ...] | None] = reactive(None, init=False)
     """The boundaries the server is served with now."""
-    served_flags: reactive[Config | None] = reactive(None, init=False)
+    served_flags: reactive[SpecConfig | None] = reactive(None, init=False)
     """The (steps, topk, draft tokens) the server runs now."""
     progress: reactive[JobProgress | None] = reactive(None, init=False)
     """The running check's progress (None: none runs)."""
@@ -175,7 +176,7 @@ def _prediction_cell(row: PredictionRow | None) -> Text:
     return Text(f"{row.accept_len:.2f}")
 
 
-def report_notes(report: CheckReport, served: tuple[int, ...] | None = None, served_flags: Config | None = None) -> str:
+def report_notes(report: CheckReport, served: tuple[int, ...] | None = None, served_flags: SpecConfig | None = None) -> str:
     """The best and the served wiring, the data, the norm probe, the checkpoint findings and the
     notes of a CheckReport, as markup."""
     from eagle3_tui.eagle.accuracy import predicted_accept_len

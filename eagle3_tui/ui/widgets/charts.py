@@ -1,6 +1,6 @@
 """Live charts: plotext line charts with reference lines and markers, and Sparkline strips.
 
-plotext builds cost 15-280 ms on the UI thread (research/perf_anchors.md), so a chart only
+plotext builds are slow on the UI thread (research/perf_anchors.md), so a chart only
 rebuilds when its data changed, when it is on screen, and at most `max_hz` times a second; it
 always draws downsampled buckets (about two per column), never raw points.
 """
@@ -85,7 +85,7 @@ class TimeChart(PlotextPlot):
     def maybe_redraw(self, now: float | None = None) -> bool:
         """Rebuild the plot if dirty, visible and not rebuilt within the rate limit. On the event loop
         only the ring points are copied (and the theme's colours read); their bucketing, the plot's
-        set-up and the plotext build (together 10-40 ms) run in a thread so keys are not kept waiting
+        set-up and the plotext build run in a thread so keys are not kept waiting
         behind them."""
         now = time.monotonic() if now is None else now
         if self._building or not self.dirty or not self.is_on_screen or now - self.last_draw < self.min_interval:

@@ -53,7 +53,7 @@ def served_text(server: ServerView, readonly: bool) -> str:
 
 class ConfigPane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "apply_preset", "Apply preset (diff first)", show=False, id="preset-apply"),
+        Binding("enter", "apply", "Apply preset (diff first)", show=False, id="preset-apply"),
     ]
 
     DEFAULT_CSS = """
@@ -137,11 +137,11 @@ class ConfigPane(Vertical):
         return self.selected
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "apply_preset":
+        if action == "apply":
             return not self.readonly
         return True
 
-    def action_apply_preset(self) -> None:
+    def action_apply(self) -> None:
         preset = self.selected
         if preset is None:
             self.notify("no preset selected", severity="warning")
@@ -152,4 +152,4 @@ class ConfigPane(Vertical):
     def _apply_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         if not self.readonly:
-            self.action_apply_preset()
+            self.action_apply()

@@ -1,6 +1,6 @@
 """The Live tab: the two charts, the sparkline strips and the log; owns the chart window's keys.
 
-The charts (plotext: ~100 ms to import and build) mount right after the first frame. What they draw
+The charts (plotext is slow to import and build) mount right after the first frame. What they draw
 comes from the view model over the session snapshot that `snapshot` returns; this pane only decides
 when: `mark_dirty` is cheap (called for every StatsUpdated), the ticks do the work.
 """

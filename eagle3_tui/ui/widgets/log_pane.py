@@ -3,7 +3,7 @@ pause, wrap.
 
 Lines arrive in batches from the session; they go into a bounded deque (the pane's own history,
 used to re-filter and re-wrap) and into a pending list that a timer flushes with one
-`Log.write_lines` call (per-line writes are ~40x slower). Nothing here grows with the log.
+`Log.write_lines` call (per-line writes are far slower). Nothing here grows with the log.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from textual.widgets import Input, Label
 
 from eagle3_tui.ui.format import wrap_line
 from eagle3_tui.ui.log_levels import Level, LineLevels
-from eagle3_tui.ui.widgets.pane_log import PaneLog
+from eagle3_tui.ui.widgets.measured_log import MeasuredLog
 
 if TYPE_CHECKING:  # the log model comes with the session, after the first frame
     from eagle3_tui.sglang.logline import LogEvent
@@ -132,7 +132,7 @@ class LogPane(Vertical):
     def compose(self) -> ComposeResult:
         # The filter box is mounted by the first `/` (an Input is not cheap, and the first frame hides it).
         yield Label("", id="log-state")
-        log = PaneLog(max_lines=self.history.maxlen, highlight=True, id="log")
+        log = MeasuredLog(max_lines=self.history.maxlen, highlight=True, id="log")
         log.highlighter = self.highlighter
         yield log
 
@@ -142,8 +142,8 @@ class LogPane(Vertical):
         self._update_state()
 
     @property
-    def log_widget(self) -> PaneLog:
-        return self.query_one(PaneLog)
+    def log_widget(self) -> MeasuredLog:
+        return self.query_one(MeasuredLog)
 
     def apply_theme(self) -> None:
         v = self.app.theme_variables
@@ -225,10 +225,10 @@ class LogPane(Vertical):
         """Re-render from history (filter, wrap or theme changed, or resume).
 
         The filter runs over the whole history; the newest `rebuild_rows` rows are written back, or as
-        many as the widget holds now when that is more (a full log in a flood: 10,000 rows, ~10 ms now
-        that `PaneLog` measures rows on the spot; it was ~100 ms with Textual's thread per write). So a
-        pause or resume leaves the log as tall as it was: `replace_lines` then asks for a repaint of the
-        log, not a layout of the screen (30-70 ms with the charts and tabs), and neither do the writes
+        many as the widget holds now when that is more (a full log in a flood; cheap because
+        `MeasuredLog` measures rows on the spot). So a pause or resume leaves the log as tall as it was:
+        `replace_lines` then asks for a repaint of the log, not a layout of the screen (costly with the
+        charts and tabs: benchmarks/MEASURED.md), and neither do the writes
         that follow (a log that grows asks for a layout at each write).
         """
         self.pending = []

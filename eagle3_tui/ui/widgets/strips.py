@@ -1,4 +1,4 @@
-"""Sparkline strips: cheap (<1 ms) mini-charts for running requests and token usage."""
+"""Sparkline strips: cheap mini-charts for running requests and token usage."""
 
 from __future__ import annotations
 

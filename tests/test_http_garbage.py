@@ -20,7 +20,7 @@ import pytest
 from eagle3_tui.errors import UserError
 from eagle3_tui.readers import json_object, parse_json, sub_object, text_file
 from tests.plugins.world import free_port, stop_processes_under
-from tests.test_hardening_apply import cli
+from tests.test_apply_killed_midway import cli
 
 FAKE = r'''
 import http.server, json, pathlib, sys, time

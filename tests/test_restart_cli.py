@@ -18,7 +18,7 @@ from eagle3_tui.profile import Profile
 from eagle3_tui.session.discovery import LaunchSpec
 from eagle3_tui.session.store import LocalStore
 from tests.plugins.world import stop_processes_under
-from tests.test_hardening_apply import _profile, cli
+from tests.test_apply_killed_midway import _profile, cli
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,7 @@ def test_a_port_change_without_a_launch_command_is_refused(tmp_path):
 
 
 def test_a_restart_cut_off_after_the_stop_is_said_and_finished(tmp_path, demo_world):
-    # Killed here; the same cut over the real sshd (a lost connection) is tests/test_hardening_restart_cut.py.
+    # Killed here; the same cut over the real sshd (a lost connection) is tests/test_restart_connection_cut.py.
     prof, _cfg, alias = _profile(tmp_path, demo_world)
     try:
         r = cli(prof, alias, "restart", "--yes")

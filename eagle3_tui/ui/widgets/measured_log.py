@@ -7,6 +7,11 @@ server logs, that is ten threads a second competing with the event loop for the 
 layout of the whole screen after each write that widened the log. Lines that are printable ASCII (a
 log's lines, nearly always) are as many cells wide as they have characters, which `len` says at C
 speed; only the other lines are measured as `Log` does, and all of it on the spot.
+
+This is the one module that uses Textual's private API (`Log._update_size`, `_update_maximum_width`,
+`_process_line`, `_lines`, `_render_line_cache`, `_updates`, `_clear_y`, `_width`):
+tests/ui/test_measured_log.py fails when a release changes them, and pyproject.toml bounds textual to
+the releases it passes on.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ def max_cells(lines: Sequence[str]) -> int:
     return max(len(ln) if ln.isascii() and ln.isprintable() else cell_len(process(ln)) for ln in lines)
 
 
-class PaneLog(Log):
+class MeasuredLog(Log):
     """A `Log` whose writes measure their lines at once instead of in a thread worker."""
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
