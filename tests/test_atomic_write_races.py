@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from eagle3_tui.remote import FileChanged, Host
 from eagle3_tui.remote.atomic import STALE_TEMP_S, _machine, is_dead_temp, process_start, write_atomic
 

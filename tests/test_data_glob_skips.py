@@ -21,7 +21,7 @@ def _speculators_folder(world, dest: Path, n: int = 6) -> Path:
     for i in range(n):
         (dest / "hidden_states" / f"hs_{i}.safetensors").symlink_to(
             Path(world.root) / "speculators_st" / "hidden_states" / f"hs_{i}.safetensors")
-    (dest / "data_config.json").write_text('{"num_samples": %d}\n' % n)
+    (dest / "data_config.json").write_text(f'{{"num_samples": {n}}}\n')
     (dest / "token_freq.pt").write_bytes(b"not a sample")
     return dest
 
@@ -50,7 +50,7 @@ def test_a_glob_over_a_trainer_folder_skips_what_is_not_data(tmp_path):
     only = tmp_path / "only"
     only.mkdir()
     (only / "data_config.json").write_text("{}")
-    with pytest.raises(BadInput, match="matches only data_config.json, which is not training data"):
+    with pytest.raises(BadInput, match=r"matches only data_config\.json, which is not training data"):
         expand(f"{only}/*", [])
 
 

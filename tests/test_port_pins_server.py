@@ -101,10 +101,10 @@ def test_several_servers_and_none_named_is_refused(tmp_path, demo_world, sim_ser
     prof.write_text(f'["localhost"]\nremote_python = "{sys.executable}"\nstate_dir = "{tmp_path}/state"\n'
                     f"data_slots = {json.dumps(list(demo_world.slot_boundaries))}\n")
     cfgs = [tmp_path / f"draft{i}" / "config.json" for i in (0, 1)]
-    before = [_snapshot(s, c) for s, c in zip((a, b), cfgs)]
+    before = [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)]
     for cmd in (["restart", "--yes"], ["bench", "-n", "1"]):
         r = _cli(tmp_path, prof, *cmd)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
         assert "several SGLang servers run here" in r.stderr and "--port" in r.stderr, r.stderr
         assert f"port {a.port}" in r.stderr and f"port {b.port}" in r.stderr
-    assert [_snapshot(s, c) for s, c in zip((a, b), cfgs)] == before
+    assert [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)] == before

@@ -230,7 +230,7 @@ class Host(abc.ABC):
         full = list(argv)
         if env or clear_env:
             assigns = []
-            for key, value in env.items():
+            for key, value in (env or {}).items():
                 if not scripts.ENV_NAME.fullmatch(key):
                     raise HostError(f"Invalid environment variable name {key!r}.")
                 assigns.append(f"{key}={value}")
