@@ -49,7 +49,7 @@ lint: venv
 test: lint
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done

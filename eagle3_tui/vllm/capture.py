@@ -85,5 +85,7 @@ def boundaries_to_ids(boundaries: Sequence[int]) -> tuple[int, ...]:
 
 
 def uncaptured(boundaries: Sequence[int], num_layers: int) -> tuple[int, ...]:
-    """Boundaries vLLM's layer loop never reaches: it captures the input of layer i for i in 0..N-1."""
-    return tuple(h for h in boundaries if h < 0 or h >= num_layers)
+    """Boundaries vLLM never captures. 0.32's `EagleModelMixin._maybe_add_hidden_state` is called with
+    `start_layer` before the loop (0: the embedding) and with `idx + 1` after each layer (up to N, the last
+    layer's output before the final norm), so every boundary 0..N is reachable."""
+    return tuple(h for h in boundaries if h < 0 or h > num_layers)

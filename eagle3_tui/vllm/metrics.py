@@ -127,9 +127,11 @@ def window(old: Counters, new: Counters, seconds: float) -> WindowStats | None:
     )
     if seconds <= 0 or any(d < 0 for d in deltas):
         return None
-    pos_old = old.accepted_per_position + (0.0,) * max(0, len(new.accepted_per_position) - len(old.accepted_per_position))
-    pos = tuple(n - o for n, o in zip(new.accepted_per_position, pos_old))
-    if any(p < 0 for p in pos) or len(old.accepted_per_position) > len(new.accepted_per_position):
+    if len(old.accepted_per_position) > len(new.accepted_per_position):
+        return None  # positions vanished: another server (a restart with fewer speculative tokens)
+    pos_old = old.accepted_per_position + (0.0,) * (len(new.accepted_per_position) - len(old.accepted_per_position))
+    pos = tuple(n - o for n, o in zip(new.accepted_per_position, pos_old, strict=True))
+    if any(p < 0 for p in pos):
         return None
     drafts, draft_tokens, accepted, gen = deltas
     return WindowStats(
