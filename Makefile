@@ -10,7 +10,8 @@ BIN    := $(VENV)/bin
 MYPY_PATHS ?= eagle3_tui
 # pytest-xdist workers for the suite. Most tests wait on sim servers, sshd and timers, so on two cores
 # two workers take the suite from about 14 to about 9 minutes (a third adds nothing there).
-# TEST_WORKERS=0 runs it in this process (for pdb, or a single test).
+# TEST_WORKERS=0 runs it in this process (for pdb, or a single test). `--dist loadgroup` keeps the tests of an
+# xdist_group (the real-vLLM lane: one server at a time) on one worker.
 TEST_WORKERS ?= logical
 # Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
 TORCH_PIP_ARGS ?=
