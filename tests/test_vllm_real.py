@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.engines import engine_for_launch, get_engine
-from eagle3_tui.vllm import capture, logline, metrics, procs
+from eagle3_tui.vllm import api, capture, logline, metrics, procs
 from eagle3_tui.vllm.launch import parse_launch
 from tests.plugins.real_vllm import VllmLane, VllmServer, start_vllm
 
@@ -167,6 +167,23 @@ def test_a_restart_resets_the_window(trained_run: Run, default_run: Run) -> None
     again = win.add(3.0, metrics.read_counters(trained_run.last_metrics))
     assert again is not None and again.mean_acceptance_length is not None
     assert again.drafts >= trained_run.stats.drafts
+
+
+def test_one_request_against_the_counters(trained_run: Run) -> None:
+    """A request's own spec metrics are the counters' difference around it (nothing else runs meanwhile)."""
+    from eagle3_tui.sim.prompts import demo_prompts
+
+    server = trained_run.server
+    before = metrics.read_counters(server.get("/metrics"))
+    spec = api.request_spec(server.complete(demo_prompts()[7], max_tokens=32))
+    after = metrics.read_counters(server.get("/metrics"))
+    win = metrics.window(before, after, 1.0)
+    assert spec is not None and win is not None
+    assert (spec.num_spec_steps, spec.num_accepted, spec.num_draft_tokens) == (win.drafts, win.accepted, win.draft_tokens)
+    assert spec.per_position == pytest.approx(win.per_position)
+    assert api.version(json.loads(server.get("/version"))) is not None
+    assert api.served_models(json.loads(server.get("/v1/models"))) == (server.argv[server.argv.index("--model") + 1],)
+    assert server.get("/health") == ""
 
 
 def test_refused_json_is_one_sentence(vllm_models, tmp_path: Path, real_vllm: VllmLane) -> None:

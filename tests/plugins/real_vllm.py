@@ -184,7 +184,9 @@ def start_vllm(
         str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(models.target), "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "1024", "-O0",
-        "--speculative-config", spec_json, *extra,
+        "--speculative-config", spec_json,
+        # each answer carries metrics.speculative_decoding (the console's per-request view)
+        "--per-request-spec-decode-metrics", "detailed", *extra,
     ]
     log_path = workdir / log_name
     with open(log_path, "wb") as log:
