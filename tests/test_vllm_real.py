@@ -23,7 +23,7 @@ from tests.plugins.real_vllm import VllmLane, VllmServer, start_vllm
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group("real_vllm"), pytest.mark.timeout(900)]
 
-LOAD_PROMPTS = 24
+LOAD_PROMPTS = 12
 
 
 def _events(server: VllmServer) -> list[logline.LogEvent]:
