@@ -183,3 +183,26 @@ def test_process_titles(case: Case) -> None:
     assert titles and all("::" in t for t in titles)
     prefix = {"sglang": "sglang::", "vllm": "VLLM::"}[case.engine.name]
     assert all(t.startswith(prefix) for t in titles)
+
+
+def test_rewiring_a_draft_config(case: Case) -> None:
+    """The config text each engine gets for some boundaries is read back by that engine as those boundaries."""
+    import json
+
+    e = case.engine
+    text = '{\n  "architectures": ["LlamaForCausalLMEagle3"],\n  "hidden_size": 128\n}\n'
+    wired = e.config_with_boundaries(text, (0, 2, 6))
+    assert e.captured_boundaries(json.loads(wired), 12) == (0, 2, 6)
+    assert wired.startswith('{\n  "architectures": ["LlamaForCausalLMEagle3"],\n  "hidden_size": 128')
+    again = e.config_with_boundaries(wired, (2, 4, 5))
+    assert e.captured_boundaries(json.loads(again), 12) == (2, 4, 5)
+    assert len(again.splitlines()) == len(wired.splitlines())
+    assert e.captures(json.loads(e.config_with_boundaries(again, None)), 12).source == "default"
+
+
+def test_relaunch_env(case: Case) -> None:
+    env = {"HOME": "/root", "HF_HOME": "/hf", "SGLANG_X": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    kept = case.engine.relaunch_env(env)
+    assert "HOME" not in kept and kept["HF_HOME"] == "/hf"
+    own = {"sglang": "SGLANG_X", "vllm": "VLLM_CPU_KVCACHE_SPACE"}[case.engine.name]
+    assert own in kept

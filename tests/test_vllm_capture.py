@@ -44,3 +44,25 @@ def test_process_titles() -> None:
     assert procs.title_role("sglang::scheduler_TP0") is None
     assert procs.title_role("python -m vllm.entrypoints.openai.api_server") is None
     assert "VLLM::Worker" in procs.process_titles()
+
+
+def test_rewiring_writes_the_top_level_key_only() -> None:
+    import json
+
+    from eagle3_tui.eagle.draft_config import set_top_level_layer_ids
+    from eagle3_tui.errors import UserError
+
+    text = ('{\n  "eagle_aux_hidden_state_layer_ids": [\n    2,\n    6,\n    9\n  ],\n'
+            '  "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 5, 8]}\n}\n')
+    out = set_top_level_layer_ids(text, [0, 2, 6])
+    assert out == text.replace("    2,\n    6,\n    9\n", "    0,\n    2,\n    6\n")
+    assert capture.aux_layers(json.loads(out), 12).boundaries == (0, 2, 6)
+    gone = set_top_level_layer_ids(out, None)
+    assert "eagle_config" in gone and capture.aux_layers(json.loads(gone), 12).source == capture.NESTED
+    assert set_top_level_layer_ids(gone, None) == gone
+    try:
+        set_top_level_layer_ids("{not json", [1])
+    except UserError as err:
+        assert "not valid JSON" in str(err)
+    else:
+        raise AssertionError("bad JSON was accepted")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eagle3_tui.eagle import wiring
+from eagle3_tui.eagle import draft_config, wiring
 from eagle3_tui.engines.base import (
     Captures,
     Engine,
@@ -141,3 +141,10 @@ class SGLangEngine(Engine):
 
     def uncaptured(self, boundaries: Sequence[int], num_layers: int) -> tuple[int, ...]:
         return wiring.sglang_uncaptured(boundaries, num_layers)
+
+    def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
+        ids = None if boundaries is None else wiring.boundaries_to_sglang_ids(boundaries)
+        return draft_config.set_layer_ids(text, ids)
+
+    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return sl.relaunch_env(dict(environ))

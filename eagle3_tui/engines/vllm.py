@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from eagle3_tui.eagle import draft_config
 from eagle3_tui.engines.base import (
     Captures,
     Engine,
@@ -122,3 +123,11 @@ class VLLMEngine(Engine):
 
     def uncaptured(self, boundaries: Sequence[int], num_layers: int) -> tuple[int, ...]:
         return capture.uncaptured(boundaries, num_layers)
+
+    def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
+        # the top-level key: vLLM reads it before eagle_config's, and speculators writes it
+        ids = None if boundaries is None else capture.boundaries_to_ids(boundaries)
+        return draft_config.set_top_level_layer_ids(text, ids)
+
+    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return vl.relaunch_env(dict(environ))
