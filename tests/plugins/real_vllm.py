@@ -68,16 +68,18 @@ def prepare_models(world: Any, dest: Path) -> VllmModels:
     (target / "config.json").write_text((Path(world.target_dir) / "config.json").read_text())
     _link(Path(world.target_dir) / "model.safetensors", target / "model.safetensors")
     write_hf_tokenizer(target)
+    from eagle3_tui.engines import get_engine
+
     base = json.loads((Path(world.draft_dir) / "config.json").read_text())
+    plain = json.dumps({k: v for k, v in base.items() if k not in ("eagle_config", "eagle_aux_hidden_state_layer_ids")},
+                       indent=2) + "\n"
     trained = tuple(int(h) for h in world.trained_boundaries)
     drafts: dict[str, Path] = {}
-    for name, ids in (("default", None), ("trained", trained)):
+    # the trained wiring is written by the engine seam's rewiring, the way the console would write it
+    for name, text in (("default", plain), ("trained", get_engine("vllm").config_with_boundaries(plain, trained))):
         d = dest / f"draft-{name}"
         d.mkdir(exist_ok=True)
-        cfg = {k: v for k, v in base.items() if k not in ("eagle_config", "eagle_aux_hidden_state_layer_ids")}
-        if ids is not None:
-            cfg["eagle_aux_hidden_state_layer_ids"] = list(ids)
-        (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+        (d / "config.json").write_text(text)
         _link(Path(world.draft_dir) / "model.safetensors", d / "model.safetensors")
         drafts[name] = d
     return VllmModels(dest, target, drafts, int(world.num_layers), trained)
