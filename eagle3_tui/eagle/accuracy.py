@@ -416,8 +416,9 @@ def _assume_slots(d: _Draft, data: Any, probe: list[Any], report: CheckReport) -
     unless a slot is the embedding output (then the files were written some other way)."""
     if report.slot_boundaries is not None or data.layout != "speculators":
         return report.slot_boundaries
-    ids, _read = wr.config_layer_ids(d.header.config)  # a speculators config: vLLM counting
-    assumed, note = tr.speculators_slot_boundaries(data.num_slots, d.num_layers, ids)
+    # each key's ids become boundaries by its own convention (nested: SGLang's +1; top-level: vLLM's)
+    config_b, _convention = wr.config_boundaries(d.header.config)
+    assumed, note = tr.speculators_slot_boundaries(data.num_slots, d.num_layers, config_b)
     if assumed is None:
         return None
     embed_slots = [p.slot for p in probe if p.embed_like]

@@ -396,3 +396,42 @@ def json_changes(before: str | dict[str, Any], after: str | dict[str, Any]) -> l
 
     walk(load(before), load(after), "")
     return out
+
+
+def set_top_level_layer_ids(text: str, ids: Sequence[int] | None) -> str:
+    """The config text with the top-level ``eagle_aux_hidden_state_layer_ids`` (speculators' key, the one vLLM
+    reads first) set to `ids`; None removes it. Only that member's text changes, as in `set_layer_ids`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"draft config is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+    if not isinstance(data, dict):
+        raise UserError("draft config is not a JSON object")
+    new_ids = None if ids is None else [int(i) for i in ids]
+    expected = dict(data)
+    if new_ids is None:
+        if IDS_KEY not in expected:
+            return text
+        del expected[IDS_KEY]
+    else:
+        expected[IDS_KEY] = new_ids
+    root = _Scanner(text).value(0)
+    unit = _indent_unit(text, root)
+    found = _member(root, IDS_KEY)
+    if new_ids is None:
+        assert found is not None
+        out = _remove_member(text, root, found[0])
+    elif found is None:
+        out = _insert_member(text, root, IDS_KEY, new_ids, unit)
+    else:
+        old = found[1][2]
+        if "\n" in text[old.start : old.end] and unit is not None:
+            rendered = _render(new_ids, unit, _line_indent(text, found[1][1]), _newline(text))
+        else:
+            rendered = json.dumps(new_ids)
+        out = text[: old.start] + rendered + text[old.end :]
+    try:
+        ok = json.loads(out) == expected
+    except json.JSONDecodeError:
+        ok = False
+    return out if ok else _fallback(text, expected)

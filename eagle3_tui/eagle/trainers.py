@@ -68,17 +68,19 @@ def framework_of_layout(layout: str) -> str | None:
 
 
 def speculators_slot_boundaries(num_slots: int, num_layers: int | None,
-                                config_ids: Sequence[int] | None) -> tuple[tuple[int, ...] | None, str]:
+                                config_boundaries: Sequence[int] | None) -> tuple[tuple[int, ...] | None, str]:
     """The boundaries of a speculators `hs_*.safetensors` file's slots, when they can be inferred.
 
     The generator stores the configured aux ids (vLLM counting: boundary = id) then the last layer N;
     a speculators draft config records the ids it was trained on, else vLLM's default (2, N//2, N-3).
+    `config_boundaries` are the draft config's ids already turned into boundaries by the convention of
+    the key they sit in (`wiring.config_boundaries`): an SGLang-named draft's nested ids are one less.
     """
     if num_layers is None:
         return None, ""
     n = num_layers
-    if config_ids and len(config_ids) + 1 == num_slots:
-        b = (*sorted(int(i) for i in config_ids), n)
+    if config_boundaries and len(config_boundaries) + 1 == num_slots:
+        b = (*sorted(int(i) for i in config_boundaries), n)
         return b, (f"assumed the data's slots hold boundaries {', '.join(map(str, b))}: the draft config's "
                    f"eagle_aux_hidden_state_layer_ids plus the last layer {n}, as speculators' generator stores them")
     if num_slots == 4:

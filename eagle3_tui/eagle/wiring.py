@@ -317,6 +317,25 @@ def num_aux_from_config(config: dict) -> int | None:
     return None
 
 
+def config_boundaries(config: dict) -> tuple[tuple[int, ...] | None, str]:
+    """The boundaries a draft config's layer ids name, each key read by the convention of the tool that writes it.
+
+    A top-level ``eagle_aux_hidden_state_layer_ids`` is speculators' / vLLM's (boundary = id); the nested
+    ``eagle_config`` ids are SGLang's and SpecForge's (boundary = id + 1). The top-level key wins where both
+    are set (speculators writes it, and vLLM reads it first). Returns (ascending boundaries, convention), or
+    (None, "") when the config names no ids. Compare these with a data set's slot boundaries, never the ids.
+    """
+    top = config.get("eagle_aux_hidden_state_layer_ids")
+    if isinstance(top, list) and top and all(isinstance(x, int) for x in top):
+        return tuple(sorted(set(ids_to_boundaries("vllm", top)))), "vllm"
+    nested = config.get("eagle_config")
+    if isinstance(nested, dict):
+        ids = nested.get("eagle_aux_hidden_state_layer_ids")
+        if isinstance(ids, list) and ids and all(isinstance(x, int) for x in ids):
+            return tuple(sorted(set(ids_to_boundaries("sglang", ids)))), "sglang"
+    return None, ""
+
+
 def config_layer_ids(config: dict) -> tuple[tuple[int, ...] | None, bool]:
     """(ids, read_by_sglang): the draft config's layer ids and whether SGLang reads them.
 

@@ -13,11 +13,11 @@ Every DP rank's scheduler sets its own gauges.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
+# The format itself is engine-neutral (eagle3_tui.promtext); these names stay importable from here.
+from eagle3_tui.promtext import MetricSample, MetricsUnreadable, read_samples, read_samples_lenient
 
-from eagle3_tui.errors import UserError
+__all__ = ["MetricSample", "MetricsUnreadable", "by_rank", "read_samples", "read_samples_lenient"]
 
 GEN_THROUGHPUT = "sglang:gen_throughput"
 SPEC_ACCEPT_LENGTH = "sglang:spec_accept_length"
@@ -25,47 +25,6 @@ SPEC_ACCEPT_RATE = "sglang:spec_accept_rate"
 NUM_RUNNING = "sglang:num_running_reqs"
 NUM_QUEUE = "sglang:num_queue_reqs"
 TOKEN_USAGE = "sglang:token_usage"
-
-
-class MetricsUnreadable(UserError):
-    """A /metrics answer that is not Prometheus text (an HTML error page, a proxy's answer, a cut body)."""
-
-
-@dataclass(frozen=True)
-class MetricSample:
-    name: str
-    labels: dict[str, str]
-    value: float
-
-
-def _samples(text: str) -> list[MetricSample]:
-    return [MetricSample(s.name, dict(s.labels), float(s.value))
-            for fam in text_string_to_metric_families(text) for s in fam.samples]
-
-
-def read_samples(text: str) -> list[MetricSample]:
-    """Every sample of `text`; one sentence (MetricsUnreadable) when prometheus_client cannot read it."""
-    try:
-        return _samples(text)
-    except (ValueError, TypeError, IndexError, KeyError) as err:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:60]
-        raise MetricsUnreadable(f"the answer is not Prometheus text ({err}; it begins {first!r})") from None
-
-
-def read_samples_lenient(text: str) -> list[MetricSample]:
-    """Every sample that can be read: the whole text, else line by line (a bad line is skipped)."""
-    try:
-        return _samples(text)
-    except (ValueError, TypeError, IndexError, KeyError):
-        pass
-    out: list[MetricSample] = []
-    for line in text.splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            try:
-                out += _samples(line + "\n")
-            except (ValueError, TypeError, IndexError, KeyError):
-                continue
-    return out
 
 
 def by_rank(samples: list[MetricSample], name: str) -> dict[str, float]:

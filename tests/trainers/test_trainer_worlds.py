@@ -203,6 +203,20 @@ def test_speculators_draft_config_names_the_ids_it_was_trained_on(world: W.Train
     assert rep.result("draft config").source.startswith("draft config (no ids SGLang reads")
 
 
+def test_sglang_named_draft_on_a_speculators_root(world: W.TrainerWorld, tmp_path: Path) -> None:
+    """An SGLang-named draft keeps its ids in eagle_config, SGLang's counting (boundary = id + 1): read with
+    speculators data (vLLM counting) its ids [1, 5, 8] are the data's boundaries [2, 6, 9], not [1, 5, 8]."""
+    d = tmp_path / "draft"
+    shutil.copytree(world.sglang_draft, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 5, 8], "use_aux_hidden_state": True}
+    (d / "config.json").write_text(json.dumps(cfg))
+    rep = check(d, world.root / "speculators-out", world.target)
+    assert rep.slot_boundaries == [2, 6, 9, 12]
+    assert rep.result("draft config").slots == rep.result("training").slots
+
+
 def test_sharded_bin_index(world: W.TrainerWorld, tmp_path: Path) -> None:
     import torch
     from safetensors.torch import load_file

