@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_tui.eagle import wiring
 from eagle3_tui.engines import (
     ENGINES,
     Engine,
@@ -32,7 +33,6 @@ class Case:
     argv: list[str]
     log: list[str]
     metrics: list[str]
-    nested_ids_read: bool
 
 
 def _vllm() -> Case:
@@ -44,7 +44,6 @@ def _vllm() -> Case:
          "--speculative-config", '{"method":"eagle3","model":"/m/d","num_speculative_tokens":3}', "-O0"],
         log,
         [(SAMPLES / "metrics_fresh.txt").read_text(), (SAMPLES / "metrics_trained.txt").read_text()],
-        nested_ids_read=True,
     )
 
 
@@ -77,7 +76,6 @@ def _sglang() -> Case:
          "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
         SGLANG_LOG,
         [SGLANG_METRICS % "3.1", SGLANG_METRICS % "2.9"],
-        nested_ids_read=True,
     )
 
 
@@ -162,6 +160,8 @@ def test_ids_and_boundaries(case: Case) -> None:
     assert e.captured_boundaries(cfg, n) == (2, 4, 5)
     assert e.uncaptured((2, 4, 5), n) == ()
     assert e.uncaptured((99,), n) == (99,)
+    # The engine's ids mean what the wiring table's convention of the same name says.
+    assert e.ids_to_boundaries(ids) == wiring.ids_to_boundaries(e.id_convention, ids)
 
 
 def test_each_engine_reads_its_own_key() -> None:

@@ -38,8 +38,6 @@ FLAG_SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 INT_FIELDS = frozenset({"port", "tp_size", "dp_size"})
 _SPELLING_TO_FIELD = {s: name for name, spellings in FLAG_SPELLINGS.items() for s in spellings}
-# Keys of the speculative config that `with_flags` may change (the presets).
-SPEC_KEYS = ("method", "model", "num_speculative_tokens")
 # Variables a relaunch keeps: vLLM's own, Hugging Face's and the device selection.
 RELAUNCH_ENV_PREFIXES = ("VLLM_", "HF_", "NCCL_", "OMP_")
 RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH", "TRANSFORMERS_OFFLINE", "LD_PRELOAD"})

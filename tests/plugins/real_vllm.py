@@ -108,7 +108,6 @@ class VllmServer:
     log_path: Path
     argv: list[str]
     draft: Path
-    ready_s: float | None = None
     stopped: bool = field(default=False)
 
     @property
@@ -140,7 +139,6 @@ class VllmServer:
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             if READY in self.log_text():
-                self.ready_s = round(time.monotonic() - t0, 1)
                 return True
             if self.proc.poll() is not None:
                 return False
