@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from eagle3_tui.doctor import draft_rules as dr
+from eagle3_tui.doctor import path_rules as pr
 from eagle3_tui.doctor import release_rules as rel
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
@@ -120,6 +122,27 @@ def trained_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
     return (chosen, how) if chosen else None
 
 
+def uncapturable(f: Facts, boundaries: Sequence[int]) -> tuple[list[int], str] | None:
+    """(the boundaries no id list captures, what captures what) on the installed release (else SGLang's
+    generic loop over layers 0..N-1), or None when all can be captured or the target is unknown."""
+    n = f.target_num_layers
+    a = f.installed if f.installed is not None and f.installed.num_layers == n else None
+    if n is None:
+        return None
+    top = a.max_boundary if a is not None else n - 1
+    bad = [b for b in boundaries if b < 0 or b > top]
+    if not bad:
+        return None
+    who = rel.release_name(a) if a is not None else "SGLang"
+    return bad, f"{who} captures boundaries 0..{top} of this {n}-layer target"
+
+
+def _unservable_fix(bad: list[int], how: str) -> str:
+    shown = ", ".join(wiring.format_boundaries([b]) for b in bad)
+    return (f"No layer-id list serves {shown}: {how}. Serve a draft trained on capturable boundaries (or a release "
+            "whose model file captures the last layer's output).")
+
+
 # --- the rules ------------------------------------------------------------------------------------
 
 
@@ -182,12 +205,13 @@ def config_key_ignored(f: Facts) -> Finding | None:
     ev: list[Evidence] = []
     severity = "error"
     fix_ids: tuple[int, ...] | None = None
+    meant: tuple[int, ...] = ()
     needs_patch = False
     if c.top_level_layer_ids is not None:
         top = c.top_level_layer_ids
         ev.append(Evidence(src, f"top-level eagle_aux_hidden_state_layer_ids = {_ids(top)} (vLLM/speculators style)"))
         ev.append(Evidence(src, f"no {IDS_PATH}: SGLang reads only that key and falls back to its default"))
-        meant = wiring.ids_to_boundaries("vllm", top)
+        meant = tuple(wiring.ids_to_boundaries("vllm", top))
         fix_ids, needs_patch = rel.ids_for(f, meant)
         n = f.target_num_layers
         if n is not None:
@@ -200,7 +224,10 @@ def config_key_ignored(f: Facts) -> Finding | None:
     title = "the draft's layer ids are not where SGLang reads them; it serves its default layers"
     if severity == "info":
         title = "the draft's layer ids are top-level (ignored by SGLang), but they equal SGLang's default"
-    if fix_ids is not None:
+    beyond = uncapturable(f, meant) if c.top_level_layer_ids is not None else None
+    if beyond is not None:
+        fix = _unservable_fix(*beyond)
+    elif fix_ids is not None:
         patch = " with the embed-capture patch for -1" if needs_patch else ""
         fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries as SGLang counts them)"
                f"{patch}, or apply a preset.")
@@ -372,7 +399,7 @@ def fc_width(f: Facts) -> Finding | None:
 
 def unknown_weights(f: Facts) -> Finding | None:
     """Checkpoint tensors SGLang's loader skips (left random), and the ones it then lacks."""
-    issues = _issues(f, "unknown", "missing")
+    issues = [i for i in _issues(f, "unknown", "missing") if i.tensor != "d2t"]  # the d2t rule says that one
     if not issues:
         return None
     from eagle3_tui.eagle.checkpoint import summarize
@@ -383,14 +410,22 @@ def unknown_weights(f: Facts) -> Finding | None:
         ev.append(Evidence(_ckpt_source(f), f"... and {len(lines) - 8} more"))
     unknown = sum(1 for i in issues if i.kind == "unknown")
     missing = sum(1 for i in issues if i.kind == "missing")
+    renamed = any(i.kind == "unknown" and i.tensor.removeprefix("model.").startswith("layers.0.") for i in issues)
+    if renamed:
+        fix = ("Serve with SGLang >= 0.5.12, which loads layers.0.*, or rename layers.0.* to midlayer.* and re-save "
+               "the checkpoint.")
+    elif unknown:
+        fix = ("Export the draft with the names SGLang's llama_eagle3 loads (SpecForge's to_sglang export does), or "
+               "drop the tensors no draft layer uses.")
+    else:
+        fix = "The checkpoint lacks weights the draft needs: export the whole trained draft again."
     return Finding(
         UNKNOWN_WEIGHTS,
         "error",
         f"{unknown} checkpoint tensors are skipped by SGLang's loader and {missing} it needs are missing: "
         f"those weights stay random",
         ev,
-        "Rename the tensors to SGLang's llama_eagle3 names (layers.0.* -> midlayer.*) and re-save the checkpoint, "
-        "or serve with SGLang >= 0.5.12, which loads layers.0.*.",
+        fix,
     )
 
 
@@ -404,14 +439,44 @@ def ignored_norms(f: Facts) -> Finding | None:
         "warning",
         "the draft was trained with norms SGLang's llama_eagle3 does not apply",
         [Evidence(_ckpt_source(f), i.message) for i in issues],
-        rel.norms_fix(f) or "Serve with SGLang >= 0.5.12 (fc_norm, norm_output) or >= 0.5.17 (norm_before_fc) "
-                            "with the flag set in the draft config, or export a draft trained without them.",
+        _norms_fix(f, issues),
     )
+
+
+# the first release whose llama_eagle3 applies each norm when the draft config sets its flag
+# (sglang/installed/table.py's loader rows, read from the wheels)
+_NORM_RELEASE = (("input_norm", "norm_before_fc", "0.5.17"), ("fc_norm", "fc_norm", "0.5.12"),
+                 ("aux_norm", "fc_norm", "0.5.12"), ("norm_output", "norm_output", "0.5.12"))
+_NEVER = ("norm_before_residual", "q_norm", "k_norm")
+
+
+def _norms_fix(f: Facts, issues: list) -> str:
+    """Upgrade to the first release that applies what the draft has, set the flag where the installed one
+    does, and say which norms no release applies."""
+    text = " ".join(f"{i.tensor} {i.message}" for i in issues)
+    need = sorted({(release, flag) for key, flag, release in _NORM_RELEASE if key in text})
+    never = [n for n in _NEVER if n in text]
+    parts: list[str] = []
+    own = rel.norms_fix(f)
+    applies = set(f.installed.loader.applies) if f.installed is not None else set()
+    later = [(release, flag) for release, flag in need if flag not in applies]
+    if own and any(flag in applies for _, flag in need):
+        parts.append(own.rstrip("."))
+    if later:
+        top = max(release for release, _ in later)
+        parts.append(f"upgrade to SGLang >= {top}, which applies {', '.join(sorted({fl for _, fl in later}))} when "
+                     "the draft config sets the flag")
+    if never:
+        parts.append(f"no SGLang release applies {', '.join(never)}: serve a draft trained without it")
+    if not parts:
+        return "Export a draft trained without these norms, or serve it where they are applied."
+    out = "; ".join(parts)
+    return out[0].upper() + out[1:] + "."
 
 
 def checkpoint_shapes(f: Facts) -> Finding | None:
     """Tensors with shapes SGLang cannot load, or a d2t that maps outside the target vocabulary."""
-    issues = _issues(f, "shape", "d2t-range")
+    issues = _issues(f, "shape")
     if not issues:
         return None
     return Finding(
@@ -419,7 +484,7 @@ def checkpoint_shapes(f: Facts) -> Finding | None:
         "error",
         "checkpoint tensors do not fit what SGLang's llama_eagle3 builds from the draft config",
         [Evidence(_ckpt_source(f), i.message) for i in issues],
-        "Make the draft config's sizes match the checkpoint (and store d2t as offsets), then restart.",
+        "Make the draft config's sizes match the checkpoint, then restart.",
     )
 
 
@@ -473,12 +538,15 @@ def wiring_mismatch(f: Facts) -> Finding | None:
         patch = " with the embed-capture patch"
         if f.embed_capture_supported is False:
             ev.append(Evidence("server model file", f.embed_capture_evidence or "no embedding capture for id -1"))
+    beyond = uncapturable(f, tb)
+    fix = (_unservable_fix(*beyond) if beyond is not None else
+           f"Set {IDS_PATH} to {_ids(ids)} (boundaries {_b(sorted(tb))}){patch} and restart the server.")
     return Finding(
         WIRING_MISMATCH,
         "error",
         f"the draft was trained on {_b(tb)} but is served {_b(sb)}",
         ev,
-        f"Set {IDS_PATH} to {_ids(ids)} (boundaries {_b(sorted(tb))}){patch} and restart the server.",
+        fix,
     )
 
 
@@ -559,6 +627,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (SPEC_FLAGS_INCOMPLETE, spec_flags_incomplete),
     (rel.WILL_NOT_START, rel.will_not_start),
     (rel.EAGLE_NOT_EAGLE3, rel.eagle_not_eagle3),
+    *pr.PATH_RULES,
+    (dr.DRAFT_ARCHITECTURE, dr.draft_architecture),
+    (dr.DRAFT_LAYERS, dr.draft_layers),
+    (dr.D2T, dr.d2t),
     (CONFIG_KEY_IGNORED, config_key_ignored),
     (EXPLICIT_DEFAULT_SHIFT, explicit_default_shift),
     (EMBED_NEEDS_PATCH, embed_needs_patch),
@@ -567,7 +639,11 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (UNKNOWN_WEIGHTS, unknown_weights),
     (IGNORED_NORMS, ignored_norms),
     (CHECKPOINT_SHAPES, checkpoint_shapes),
+    (dr.DRAFT_EMBEDDING, dr.draft_embedding),
+    (dr.AUX_CONFIG, dr.aux_config),
     (ROPE_THETA, rope_theta),
+    (dr.DRAFT_CONTEXT, dr.draft_context),
+    (dr.TARGET_NUMERICS, dr.target_numerics),
     (WIRING_MISMATCH, wiring_mismatch),
     (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),

@@ -1,7 +1,7 @@
 """One installed SGLang release, as far as EAGLE-3 is concerned: every part read from its source, or the table.
 
 `read_release(read)` reads what does not depend on the target (version, start-up order, draft loader,
-spec rules, log stream) and `Release.capture_rule(arch)` the target model file. A part whose file is
+spec rules, the speculative path, log stream) and `Release.capture_rule(arch)` the target model file. A part whose file is
 missing or whose code does not match a known pattern comes from `table` for the nearest release read,
 and its notes say "assumed from version X".
 """
@@ -19,6 +19,7 @@ from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GraphOrder, read_graph_order
 from eagle3_tui.sglang.installed.source import Modules, Read, read_version
 from eagle3_tui.sglang.installed.spec import SpecRules, read_spec_rules
+from eagle3_tui.sglang.installed.specpath import SpecPath, read_spec_path
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Release:
     spec: SpecRules
     log_stream: str
     log_note: Note
+    path: SpecPath = field(default_factory=lambda: table.spec_path(None))
+    """The speculative path beyond capture: spec v2, draft-extend graphs, the switches it declares."""
     mods: Modules | None = None
     _rules: dict[str, CaptureRule] = field(default_factory=dict)
 
@@ -40,7 +43,7 @@ class Release:
 
     @property
     def notes(self) -> tuple[Note, ...]:
-        return (*self.graph_order.notes, *self.loader.notes, *self.spec.notes, self.log_note)
+        return (*self.graph_order.notes, *self.loader.notes, *self.spec.notes, *self.path.notes, self.log_note)
 
 
 def read_release(read: Read | None, *, version: str | None = None) -> Release:
@@ -52,6 +55,7 @@ def read_release(read: Read | None, *, version: str | None = None) -> Release:
     loader = read_draft_loader(mods) if mods else None
     spec = read_spec_rules(mods) if mods else None
     log = read_log_stream(mods) if mods else None
+    path = read_spec_path(mods) if mods else None
     how = assumed_from(table.nearest(version))
     stream, log_note = log if log is not None else ("stderr", Note("version table", table.LOG_TEXT, how))
     return Release(
@@ -61,5 +65,6 @@ def read_release(read: Read | None, *, version: str | None = None) -> Release:
         spec=spec if spec is not None else table.spec_rules(version),
         log_stream=stream,
         log_note=log_note,
+        path=path if path is not None else table.spec_path(version),
         mods=mods,
     )

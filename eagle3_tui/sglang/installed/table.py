@@ -28,6 +28,21 @@ from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GRAPH, IDS, RESET, GraphOrder
 from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sglang.installed.spec import SpecRules
+from eagle3_tui.sglang.installed.specpath import (
+    CONTEXT_OVERRIDDEN,
+    CONTEXT_REFUSED,
+    OLD_SIMULATE,
+    SIMULATE,
+    SPEC_V2_ENV,
+    TOPK_FALLS_BACK,
+    TOPK_REFUSED,
+    V2_DEFAULT,
+    V2_ONLY,
+    V2_OPT_IN,
+    WIDTH_DRAFT,
+    WIDTH_TARGET,
+    SpecPath,
+)
 
 READ_VERSIONS: tuple[str, ...] = (
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.0rc0",
@@ -165,3 +180,40 @@ def spec_rules(version: str | None) -> SpecRules:
     note = Note("version table", f"auto-choice for other models {fallback}", assumed_from(at))
     return SpecRules(has, tuple(by_arch) if has else (), fallback if has else None,
                      steps_alone if has else None, has, topk1 and has, page and has, (note,))
+
+
+_LLAMA3 = ("LlamaForCausalLMEagle3",)
+_MLA3 = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+_PathRow = tuple[str | None, str | None, str | None, bool | None, tuple[str, ...], str | None]
+# (spec v2, its topk > 1 rule, draft-extend graph width, recorder capture-safe, EAGLE-3 draft classes,
+# the simulated-acceptance variable)
+_PATH: tuple[tuple[str, _PathRow], ...] = (
+    ("0.4.3", (None, None, None, None, (), None)),
+    ("0.4.5", (None, None, None, None, _LLAMA3, OLD_SIMULATE)),
+    ("0.4.7", (None, None, WIDTH_DRAFT, False, _LLAMA3, OLD_SIMULATE)),
+    ("0.4.10", (None, None, WIDTH_TARGET, False, _LLAMA3, OLD_SIMULATE)),
+    ("0.5.3", (None, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.5", (V2_OPT_IN, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.7", (V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.11", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.12", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _MLA3, SIMULATE)),
+    ("0.5.13", (V2_ONLY, None, WIDTH_TARGET, False, _MLA3, SIMULATE)),
+)
+# SGLANG_ENABLE_SPEC_V2 is declared in environ.py from 0.5.5 through 0.5.13
+_SWITCH = (("0.4.3", False), ("0.5.5", True), ("0.5.14", False))
+_CONTEXT = (("0.4.3", CONTEXT_REFUSED), ("0.4.4", CONTEXT_OVERRIDDEN), ("0.5.1", CONTEXT_REFUSED))
+
+
+def spec_path(version: str | None) -> SpecPath:
+    """The speculative path beyond capture; of the declared switches only the ones the rules judge are kept."""
+    first, (v2, topk, width, safe, classes, simulate) = _row(_PATH, version)
+    env: tuple[tuple[str, str, str], ...] = ()
+    if _row(_SWITCH, version)[1]:
+        env = ((SPEC_V2_ENV, "EnvBool", "False" if v2 == V2_OPT_IN else "True"),)
+    if simulate == SIMULATE:
+        env += ((SIMULATE, "EnvFloat", "-1"),)
+    context = _row(_CONTEXT, version)[1]
+    note = Note("version table", f"speculative path since {first}: spec v2 {v2 or 'absent'}"
+                + (f", topk > 1 {topk}" if topk else "") + (f", draft-extend graph sized from the {width}" if width
+                                                            else ""), assumed_from(nearest(version)))
+    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, simulate, (note,))
