@@ -19,7 +19,7 @@ from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.sglang.installed import Release, answer, lookup, read_release
 from eagle3_tui.sglang.launch import parse_launch
 from tests.sglang_wheels import reader
-from tests.trainers.worlds import H, V, VD, sglang_config, speculators_config
+from tests.trainers.worlds import VD, H, V, sglang_config, speculators_config
 
 LAUNCH = ("python3 -m sglang.launch_server --model-path /models/target --speculative-algorithm EAGLE3 "
           "--speculative-draft-model-path /models/draft --speculative-num-steps 3 --speculative-eagle-topk 1 "

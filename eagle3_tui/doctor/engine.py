@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from eagle3_tui.doctor.advice import ADVICE_RULES
-from eagle3_tui.doctor.release_rules import served_loader
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
+from eagle3_tui.doctor.release_rules import served_loader
 from eagle3_tui.doctor.rules import RULE_IDS, RULES
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.launch import KIND_SIM, effective

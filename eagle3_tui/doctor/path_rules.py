@@ -7,6 +7,8 @@ None of these needs the target's architecture: a release known by its version al
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, Severity, severity_rank
 from eagle3_tui.sglang.installed import Release
@@ -242,7 +244,7 @@ def _spec_v2_switch(env: dict[str, str], r: Release | None) -> list[tuple[Severi
     return []
 
 
-_PARSERS = {"EnvBool": parse_bool, "EnvInt": int, "EnvFloat": float}
+_PARSERS: dict[str, Callable[[str], object]] = {"EnvBool": parse_bool, "EnvInt": int, "EnvFloat": float}
 
 
 def _unparsable(env: dict[str, str], r: Release | None) -> list[tuple[Severity, Evidence]]:

@@ -601,7 +601,7 @@ def _check_d2t(info: TensorInfo, s: DraftSizes, values: Sequence[int] | None) ->
             f"d2t is all zero: draft id i is served as target id i, so the draft's {len(values)} tokens are the "
             f"first {len(values)} target ids, not the ones it was trained on (the trainer's initial buffer)"))]
     bad = [(i, i + v) for i, v in enumerate(values) if not 0 <= i + v < s.vocab]
-    absolute = all(0 <= v < s.vocab for v in values) and all(b > a for a, b in zip(values, values[1:]))
+    absolute = all(0 <= v < s.vocab for v in values) and all(values[i + 1] > values[i] for i in range(len(values) - 1))
     if bad and absolute:
         i, t = bad[0]
         return [CheckpointIssue("d2t-range", "d2t", (
