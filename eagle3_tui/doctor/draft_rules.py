@@ -20,6 +20,7 @@ from typing import Any
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, Severity, severity_rank
 from eagle3_tui.doctor.path_rules import path_evidence, release_label, release_of
+from eagle3_tui.doctor.release_rules import loader_keeps
 from eagle3_tui.eagle.checkpoint import MLA_DRAFT, flat_config
 from eagle3_tui.sglang.installed.specpath import CONTEXT_REFUSED, OVERWRITE_ENV, parse_bool
 
@@ -104,8 +105,6 @@ def draft_layers(f: Facts) -> Finding | None:
 
 
 def _issues(f: Facts, kind: str) -> list:
-    from eagle3_tui.doctor.release_rules import loader_keeps
-
     return [i for i in (f.checkpoint_issues or []) if i.kind == kind and loader_keeps(f, i)]
 
 
