@@ -185,22 +185,27 @@ def test_norm_fix_names_the_release_that_applies_it(tmp_path: Path):
 
 
 def test_draft_context_window(tmp_path: Path):
-    cfg = sglang_config()  # SpecForge's max_position_embeddings 2048
+    """The draft worker runs with the target's context length (eagle_worker.py); SpecForge's
+    llama3-8B-eagle3.json says max_position_embeddings 2048."""
+    cfg = sglang_config()
     root = write_draft(tmp_path / "ctx", cfg, specforge_shapes(cfg), d2t=specforge_d2t())
-    long = LAUNCH + " --context-length 32768"
-    refused = found(facts_for("0.5.6", root, launch=long))[D.DRAFT_CONTEXT]
-    assert refused.severity == "error" and "will not start" in refused.title
-    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in refused.fix
-    allowed = found(facts_for("0.5.6", root, launch=long,
-                              server_env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}))[D.DRAFT_CONTEXT]
-    assert allowed.severity == "warning" and "overridden to 32768" in allowed.evidence[-1].detail
-    assert found(facts_for("0.4.9", root, launch=long))[D.DRAFT_CONTEXT].severity == "warning"
-    by_target = found(facts_for("0.5.23", root, target_config={"max_position_embeddings": 131072}))[D.DRAFT_CONTEXT]
-    assert by_target.severity == "warning" and "131072" in by_target.evidence[1].detail
-    scaled = sglang_config(rope_scaling={"rope_type": "linear", "factor": 16.0})
+    target = {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+    refused = found(facts_for("0.5.6", root, target_config=target))[D.DRAFT_CONTEXT]
+    assert refused.severity == "error" and "will not start" in refused.title and "131072" in refused.title
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in refused.fix
+    allow = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+    allowed = found(facts_for("0.5.6", root, target_config=target, server_env=allow))[D.DRAFT_CONTEXT]
+    assert allowed.severity == "warning" and "#6783" in allowed.evidence[-1].source
+    crash = found(facts_for("0.5.2", root, target_config=target, server_env=allow))[D.DRAFT_CONTEXT]
+    assert crash.severity == "error" and "RoPE cache" in crash.title and "0.5.3" in crash.fix
+    assert found(facts_for("0.4.9", root, target_config=target))[D.DRAFT_CONTEXT].severity == "error"  # allowed, crashes
+    given = found(facts_for("0.5.23", root, launch=LAUNCH + " --context-length 32768", server_env=allow))
+    assert "--context-length 32768" in given[D.DRAFT_CONTEXT].evidence[1].detail
+    assert D.DRAFT_CONTEXT not in found(facts_for("0.5.6", root, launch=LAUNCH + " --context-length 2048",
+                                                  target_config=target))
+    scaled = sglang_config(rope_scaling={"rope_type": "linear", "factor": 64.0})
     root2 = write_draft(tmp_path / "scaled", scaled, specforge_shapes(scaled), d2t=specforge_d2t())
-    assert D.DRAFT_CONTEXT not in found(facts_for("0.5.6", root2, launch=long))
-    assert D.DRAFT_CONTEXT not in found(facts_for("0.5.6", root, launch=LAUNCH + " --context-length 2048"))
+    assert D.DRAFT_CONTEXT not in found(facts_for("0.5.6", root2, target_config=target))
 
 
 def test_target_numerics(tmp_path: Path):

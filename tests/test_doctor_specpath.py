@@ -66,6 +66,8 @@ PATHS = [
     ("0.4.10", None, None, WIDTH_TARGET, False, CONTEXT_OVERRIDDEN),
     # 0.5.6 environ.py:307 SGLANG_ENABLE_SPEC_V2 = EnvBool(False), no topk rule yet
     ("0.5.6", V2_OPT_IN, None, WIDTH_TARGET, False, CONTEXT_REFUSED),
+    # 0.5.2 model_config.py: refused unless the switch, and the draft's max_position_embeddings never stretched
+    ("0.5.2", None, None, WIDTH_TARGET, False, CONTEXT_REFUSED),
     # 0.5.9 server_args.py:2381 raise ValueError("Spec v2 currently only supports topk = 1 ...")
     ("0.5.9", V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, CONTEXT_REFUSED),
     # 0.5.12 environ.py:470 EnvBool(True); server_args.py:3755 spec_v1_reason = "spec v2 currently only ..."
@@ -85,8 +87,8 @@ def test_the_path_read_from_the_wheel_and_the_table_agree(version, v2, topk, wid
     assert got == (v2, topk, width, safe, context)
     table = release_table.spec_path(version)
     assert (table.spec_v2, table.spec_v2_topk, table.extend_graph_width, table.expert_recorder_capture_safe,
-            table.context_check, table.draft_classes, table.simulate_env) == (
-        *got, read.draft_classes, read.simulate_env)
+            table.context_check, table.draft_classes, table.simulate_env, table.draft_window_stretched) == (
+        *got, read.draft_classes, read.simulate_env, read.draft_window_stretched)
     assert all(not n.assumed for n in read.notes) and all(n.assumed for n in table.notes)
 
 

@@ -196,7 +196,8 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_context(f: Facts) -> Finding | None:
-    """The draft's context window against the one served."""
+    """The draft's context window against the target's: the draft worker runs with the target's context
+    length (`server_args.context_length = target ... context_len`, eagle_worker.py)."""
     c = f.draft_config
     if c is None:
         return None
@@ -208,36 +209,46 @@ def draft_context(f: Facts) -> Finding | None:
     given = launch.flag_value("--context-length") if launch is not None else None
     served: int | None = None
     if given is not None and given.isdigit():
-        served, s_how = int(given), f"--context-length {given}"
+        served, s_how, s_src = int(given), f"--context-length {given}", f.launch_source
     elif f.target_config is not None:
         t = derived_context(_text_config(f.target_config))
         if t is not None:
-            served, s_how = t[0], f"the target's window ({t[1]})"
+            served, s_how, s_src = t[0], f"the target's window, {t[1]}", f.target_config_path or "target config"
     if served is None or served <= d_ctx:
         return None
-    ev = [Evidence(_src(f), f"the draft's window is {d_ctx} ({d_how})"), Evidence(f.launch_source if given else
-                                                                                 (f.target_config_path or "target config"),
-                                                                                 f"served: {served} ({s_how})")]
+    ev = [Evidence(_src(f), f"the draft's window is {d_ctx} ({d_how})"),
+          Evidence(s_src, f"the target's context length is {served} ({s_how}); the draft worker runs with it")]
     r = release_of(f)
-    allowed = parse_bool((f.server_env or {}).get(OVERWRITE_ENV, "false"))
-    if given is not None and r is not None and r.path.context_check == CONTEXT_REFUSED and not allowed:
-        ev += path_evidence(r, "--context-length")
-        return Finding(
-            DRAFT_CONTEXT, "error",
-            f"this server will not start on {release_label(r)}: --context-length {served} exceeds the draft's "
-            f"window {d_ctx}",
-            ev,
-            f"Give the draft config the RoPE scaling it was trained with (rope_scaling), or set {OVERWRITE_ENV}=1 "
-            f"(SGLang then stretches the draft's max_position_embeddings to {served}; acceptance may fall past {d_ctx}).")
-    if given is not None and allowed:
-        ev.append(Evidence("server environment", f"{OVERWRITE_ENV}={(f.server_env or {}).get(OVERWRITE_ENV)}: the "
-                                                 f"draft's max_position_embeddings is overridden to {served}"))
+    env_value = (f.server_env or {}).get(OVERWRITE_ENV)
+    allowed = parse_bool(env_value) if env_value is not None else None
+    if env_value is not None:
+        ev.append(Evidence("server environment", f"{OVERWRITE_ENV}={env_value}"))
+    shorter = f"--context-length {d_ctx}"
+    scaling = "give the draft config the rope_scaling it was trained with"
+    if r is not None:
+        ev += path_evidence(r, "context length", "max_position_embeddings")
+        refused = r.path.context_check == CONTEXT_REFUSED and not allowed
+        if refused:
+            return Finding(
+                DRAFT_CONTEXT, "error",
+                f"this server will not start on {release_label(r)}: the target's context length {served} exceeds "
+                f"the draft's window {d_ctx}",
+                ev,
+                f"Set {OVERWRITE_ENV}=1 (the draft then runs past its window), serve {shorter}, or {scaling}.")
+        if r.path.draft_window_stretched is False:
+            return Finding(
+                DRAFT_CONTEXT, "error",
+                f"requests past {d_ctx} tokens crash the server on {release_label(r)}: the draft's RoPE cache "
+                f"has {d_ctx} positions",
+                [*ev, Evidence("sglang issue #10713", "illegal memory access once a draft position passes "
+                                                      "max_position_embeddings; fixed in 0.5.3 (PR #10787)")],
+                f"Upgrade to SGLang >= 0.5.3 (it stretches the draft's window), serve {shorter}, or {scaling}.")
     return Finding(
         DRAFT_CONTEXT, "warning",
-        f"requests past {d_ctx} tokens run the draft beyond its window ({served} served)",
-        ev,
-        f"Expect accept length to fall on requests longer than {d_ctx} tokens (the live view's #token buckets show "
-        "it); give the draft config the rope_scaling it was trained with, or a draft trained on longer sequences.")
+        f"requests past {d_ctx} tokens run the draft beyond its window (the target serves {served})",
+        [*ev, Evidence("sglang issue #6783", "accept length falls on inputs longer than the draft's window")],
+        f"Expect accept length to fall on requests longer than {d_ctx} tokens (the live view's #token buckets "
+        f"show it); {scaling}, or serve a draft trained on longer sequences.")
 
 
 # --- target numerics ------------------------------------------------------------------------------------

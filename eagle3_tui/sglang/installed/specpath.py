@@ -22,8 +22,11 @@ What each part is read from (and what it decides):
   whose own checkpoint (the MTP / NextN layer) is the draft when no draft path is given.
 * `configs/model_config.py` `_derive_context_length`: a `--context-length` beyond what a model's config
   derives (`max_position_embeddings` x its RoPE scaling factor) raises ValueError unless
-  `SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN` is set (0.5.x; up to 0.4.x it defaulted to true). The draft's
-  ModelConfig gets the same `--context-length`, so a draft trained with 2048 positions stops the server.
+  `SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN` is set (0.5.1+; 0.4.4-0.5.0 defaulted it to true). The draft
+  worker sets `server_args.context_length` to the target's context (`eagle_worker.py`), so a draft whose
+  config says 2048 positions stops the server. Allowed, 0.5.3+ also stretches the draft's
+  `max_position_embeddings` ("Overriding the draft model's max_position_embeddings", PR #10787); before,
+  positions past it read outside the draft's RoPE cache (illegal memory access, issue #10713).
 * the EAGLE-3 draft classes the release loads (`EntryClass` of `llama_eagle3.py` and, from 0.5.12,
   `kimi_k25_eagle3.py`'s MLA draft `Eagle3DeepseekV2ForCausalLM`).
 """
@@ -78,7 +81,11 @@ class SpecPath:
     draft_path_from_target: frozenset[str]
     draft_classes: tuple[str, ...]
     context_check: str | None = None
-    """What `--context-length` beyond a model's derived context does (the draft's too): refused or overridden."""
+    """What a context length beyond a model's derived one does (the draft gets the target's): refused or
+    overridden."""
+    draft_window_stretched: bool | None = None
+    """Whether an allowed longer context also stretches the draft's max_position_embeddings (its RoPE cache;
+    0.5.3+, sglang PR #10787); before, positions past it read outside the cache (illegal memory access)."""
     simulate_env: str | None = None
     """The variable that makes the verifier accept a simulated length (`SIMULATE_ACC_LEN` up to 0.5.2,
     `SGLANG_SIMULATE_ACC_LEN` after); None when neither was seen."""
@@ -151,12 +158,18 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
     if simulate is not None:
         notes.append(Note(env_path if simulate == SIMULATE else Modules.path_of(EAGLE_UTILS),
                           f"{simulate} > 0 makes the verifier accept a simulated length, not the draft's own"))
-    context = _context_check(mods.text(MODEL_CONFIG))
+    model_config = mods.text(MODEL_CONFIG)
+    context = _context_check(model_config)
+    stretched = None if model_config is None else "Overriding the draft model's max_position_embeddings" in model_config
     if context is not None:
         notes.append(Note(Modules.path_of(MODEL_CONFIG), "--context-length beyond a model's derived context length "
                           + ("raises ValueError unless " + OVERWRITE_ENV + " is set" if context == CONTEXT_REFUSED
                              else "is used with a warning (" + OVERWRITE_ENV + " defaults to true)")))
-    return SpecPath(env, v2, topk, width, safe, from_target, classes, context, simulate, tuple(notes))
+    if stretched is not None:
+        notes.append(Note(Modules.path_of(MODEL_CONFIG), "an allowed longer context "
+                          + ("stretches the draft's max_position_embeddings (its RoPE cache) to it" if stretched
+                             else "leaves the draft's max_position_embeddings (its RoPE cache) as it is")))
+    return SpecPath(env, v2, topk, width, safe, from_target, classes, context, stretched, simulate, tuple(notes))
 
 
 def _context_check(text: str | None) -> str | None:

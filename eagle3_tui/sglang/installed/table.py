@@ -202,6 +202,7 @@ _PATH: tuple[tuple[str, _PathRow], ...] = (
 # SGLANG_ENABLE_SPEC_V2 is declared in environ.py from 0.5.5 through 0.5.13
 _SWITCH = (("0.4.3", False), ("0.5.5", True), ("0.5.14", False))
 _CONTEXT = (("0.4.3", CONTEXT_REFUSED), ("0.4.4", CONTEXT_OVERRIDDEN), ("0.5.1", CONTEXT_REFUSED))
+_STRETCH = (("0.4.3", False), ("0.5.3", True))
 
 
 def spec_path(version: str | None) -> SpecPath:
@@ -216,4 +217,5 @@ def spec_path(version: str | None) -> SpecPath:
     note = Note("version table", f"speculative path since {first}: spec v2 {v2 or 'absent'}"
                 + (f", topk > 1 {topk}" if topk else "") + (f", draft-extend graph sized from the {width}" if width
                                                             else ""), assumed_from(nearest(version)))
-    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, simulate, (note,))
+    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], simulate,
+                    (note,))
