@@ -91,6 +91,31 @@ class SpecPath:
     `SGLANG_SIMULATE_ACC_LEN` after); None when neither was seen."""
     notes: tuple[Note, ...] = field(default=(), compare=False)
 
+    def to_dict(self) -> dict[str, object]:
+        return {"spec_v2": self.spec_v2, "spec_v2_topk_gt_1": self.spec_v2_topk,
+                "draft_extend_graph_width": self.extend_graph_width,
+                "expert_recorder_capture_safe": self.expert_recorder_capture_safe,
+                "draft_classes": list(self.draft_classes), "draft_path_from_target": sorted(self.draft_path_from_target),
+                "context_beyond_window": self.context_check, "draft_window_stretched": self.draft_window_stretched,
+                "simulate_env": self.simulate_env, "declared_switches": len(self.env)}
+
+    def summary(self) -> str:
+        """One line for a person."""
+        v2 = {V2_OPT_IN: "opt-in (" + SPEC_V2_ENV + ")", V2_DEFAULT: "on by default", V2_ONLY: "the only path"}
+        parts = [f"spec v2 {v2.get(self.spec_v2 or '', 'absent')}"]
+        if self.spec_v2_topk:
+            parts.append(f"topk > 1 {'refused' if self.spec_v2_topk == TOPK_REFUSED else 'falls back to spec v1'}")
+        if self.extend_graph_width:
+            parts.append(f"draft-extend graph sized from the {self.extend_graph_width}")
+        if self.context_check:
+            allowed = ("; allowed, the draft's window is stretched" if self.draft_window_stretched
+                       else "; allowed, the draft's window is not stretched")
+            parts.append(("a target context past the draft's window is refused unless " + OVERWRITE_ENV
+                          if self.context_check == CONTEXT_REFUSED else
+                          "a target context past the draft's window is allowed by default") + allowed)
+        parts.append(f"EAGLE-3 drafts: {', '.join(self.draft_classes) or 'none'}")
+        return "; ".join(parts)
+
     def env_default(self, name: str) -> tuple[str, str] | None:
         """(type, default text) of a declared switch, or None."""
         for n, kind, default in self.env:
@@ -162,7 +187,8 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
     context = _context_check(model_config)
     stretched = None if model_config is None else "Overriding the draft model's max_position_embeddings" in model_config
     if context is not None:
-        notes.append(Note(Modules.path_of(MODEL_CONFIG), "--context-length beyond a model's derived context length "
+        notes.append(Note(Modules.path_of(MODEL_CONFIG), "a context length beyond a model's derived one (the draft "
+                          "runs with the target's) "
                           + ("raises ValueError unless " + OVERWRITE_ENV + " is set" if context == CONTEXT_REFUSED
                              else "is used with a warning (" + OVERWRITE_ENV + " defaults to true)")))
     if stretched is not None:
