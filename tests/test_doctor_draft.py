@@ -220,3 +220,22 @@ def test_target_numerics(tmp_path: Path):
     details = " ".join(e.detail for e in fp8.evidence)
     assert fp8.severity == "info" and "fp8" in details and "fp8_e4m3" in details and "bfloat16" in details
     assert D.TARGET_NUMERICS not in found(facts_for("0.5.23", root, target_config={"torch_dtype": "bfloat16"}))
+
+
+def test_fixes_never_suggest_ids_that_cannot_serve_the_trained_wiring():
+    """speculators' generator stores the last layer's output (boundary N) beside the aux layers; no release
+    read captures h32 of a 32-layer Llama (its loop stops at the input of the last layer)."""
+    rel = _release("0.5.6")
+    cfg = DraftConfig.parse(json.dumps(sglang_config()))
+    f = Facts(draft_config=cfg, target_num_layers=32, target_arch="LlamaForCausalLM", release=rel,
+              installed=answer(rel, lookup("llama"), 32, None), data_slot_boundaries=(2, 16, 29, 32),
+              training_convention="[1:]")
+    fix = found(f)[R.WIRING_MISMATCH].fix
+    assert fix.startswith("No layer-id list serves h32") and "0..31" in fix and "[15, 28, 31]" not in fix
+    ok = Facts(draft_config=cfg, target_num_layers=32, target_arch="LlamaForCausalLM", release=rel,
+               installed=answer(rel, lookup("llama"), 32, None), data_slot_boundaries=(3, 17, 30, 32))
+    assert "[2, 16, 29]" in found(ok)[R.WIRING_MISMATCH].fix  # [:-1]: capturable, the ids are named
+    top = DraftConfig.parse(json.dumps(sglang_config(eagle_aux_hidden_state_layer_ids=[2, 16, 32])))
+    ignored = found(Facts(draft_config=top, target_num_layers=32, installed=answer(rel, lookup("llama"), 32, None),
+                          release=rel))[R.CONFIG_KEY_IGNORED]
+    assert ignored.fix.startswith("No layer-id list serves h32")

@@ -15,6 +15,7 @@ import pytest
 from eagle3_tui.doctor import Facts, diagnose
 from eagle3_tui.doctor import path_rules as P
 from eagle3_tui.doctor import release_rules as RR
+from eagle3_tui.doctor import rules as R
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.sglang.installed import Release, read_release
 from eagle3_tui.sglang.installed import table as release_table
@@ -157,3 +158,10 @@ def test_steps_without_topk_needs_no_architecture():
     hit = found(facts("0.5.6", steps_alone))[RR.WILL_NOT_START]
     assert "TypeError" in hit.evidence[0].detail and "0.5.6" in hit.title
     assert RR.WILL_NOT_START not in found(facts("0.5.6"))
+
+
+def test_steps_without_topk_when_the_release_is_unknown():
+    hit = found(facts(None, DRAFT_PATH + "--speculative-num-steps 3"))[R.SPEC_FLAGS_INCOMPLETE]
+    assert hit.severity == "warning" and "0.5.2" in hit.title
+    assert R.SPEC_FLAGS_INCOMPLETE not in found(facts(None))
+    assert R.SPEC_FLAGS_INCOMPLETE not in found(facts("0.5.6", DRAFT_PATH + "--speculative-num-steps 3"))

@@ -187,8 +187,10 @@ def spec_flags_incomplete(f: Facts) -> Finding | None:
     """topk or draft tokens without num_steps: SGLang's auto-choice asserts and the server never starts."""
     spec = _spec(f)
     a = f.launch
-    if spec is None or spec.error is None or a is None:
+    if spec is None or a is None:
         return None
+    if spec.error is None:
+        return _steps_without_topk(f)
     given = [f"{flag} {v}" for flag, v in (("--speculative-eagle-topk", a.eagle_topk),
                                            ("--speculative-num-draft-tokens", a.num_draft_tokens)) if v is not None]
     return Finding(
@@ -197,6 +199,24 @@ def spec_flags_incomplete(f: Facts) -> Finding | None:
         "SGLang refuses these speculative flags: --speculative-num-steps is missing",
         [Evidence(f.launch_source, " ".join(given) + " without --speculative-num-steps"), Evidence("SGLang rule", spec.error)],
         "Give --speculative-num-steps as well (with topk 1: draft tokens - 1), or drop all three to let SGLang choose.",
+    )
+
+
+def _steps_without_topk(f: Facts) -> Finding | None:
+    """--speculative-num-steps without topk where the release is unknown (known: will-not-start decides)."""
+    a = f.launch
+    if a is None or a.algorithm is None or a.num_steps is None or a.eagle_topk is not None:
+        return None
+    if f.release is not None or f.installed is not None:
+        return None
+    return Finding(
+        SPEC_FLAGS_INCOMPLETE,
+        "warning",
+        "--speculative-num-steps without --speculative-eagle-topk: SGLang 0.5.2 and later refuse to start",
+        [Evidence(f.launch_source, f"--speculative-num-steps {a.num_steps} without --speculative-eagle-topk"),
+         Evidence("SGLang versions", "from 0.5.2 the flag handling compares `speculative_eagle_topk > 1` with topk "
+                                     "None (TypeError at start-up); the installed release is unknown here")],
+        "Give --speculative-eagle-topk too (1 for a chain, with --speculative-num-draft-tokens = steps + 1).",
     )
 
 
