@@ -19,6 +19,8 @@ from eagle3_tui.doctor import rules as R
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.sglang.installed import Release, read_release
 from eagle3_tui.sglang.installed import table as release_table
+from eagle3_tui.sglang.installed.multimodal import CAPTURED, LOST, NO_SETTER, read_multimodal
+from eagle3_tui.sglang.installed.source import Modules
 from eagle3_tui.sglang.installed.specpath import (
     CONTEXT_OVERRIDDEN,
     CONTEXT_REFUSED,
@@ -165,3 +167,36 @@ def test_steps_without_topk_when_the_release_is_unknown():
     assert hit.severity == "warning" and "0.5.2" in hit.title
     assert R.SPEC_FLAGS_INCOMPLETE not in found(facts(None))
     assert R.SPEC_FLAGS_INCOMPLETE not in found(facts("0.5.6", DRAFT_PATH + "--speculative-num-steps 3"))
+
+
+# (release, multimodal target, what its wrapper does with the ids), read in each wheel's model file
+MULTIMODAL = [
+    ("0.5.1", "Qwen2_5_VLForConditionalGeneration", NO_SETTER),  # qwen2_5_vl.py: no setter (PR #8801 later)
+    ("0.5.2", "Qwen2_5_VLForConditionalGeneration", CAPTURED),  # sets Qwen2Model.layers_to_capture
+    ("0.5.6", "Qwen3VLForConditionalGeneration", NO_SETTER),
+    ("0.5.12", "Qwen3VLForConditionalGeneration", CAPTURED),  # Qwen3LLMModel.forward reads layers_to_capture
+    ("0.5.12", "Qwen3_5ForConditionalGeneration", LOST),  # Qwen3_5ForCausalLM collects _is_layer_to_capture
+    ("0.5.22", "Qwen3_5MoeForConditionalGeneration", CAPTURED),  # the wrapper calls the language model's setter
+]
+
+
+@pytest.mark.parametrize(("version", "arch", "status"), MULTIMODAL)
+def test_multimodal_wrappers_read_from_the_wheel_and_the_table_agree(version, arch, status):
+    read = read_multimodal(Modules(reader(version)), arch)
+    assert read is not None and read.status == status and not read.note.assumed
+    table = release_table.multimodal(version, arch)
+    assert table is not None and table.status == status and table.note.assumed
+
+
+def test_a_multimodal_target_that_loses_the_aux_states():
+    lost = found(facts("0.5.12", target_arch="Qwen3_5ForConditionalGeneration"))[P.MULTIMODAL_CAPTURE]
+    assert lost.severity == "error" and "loses the aux states" in lost.title and "0.5.22" in lost.fix
+    assert "_is_layer_to_capture" in lost.evidence[1].detail
+    missing = found(facts("0.5.6", target_arch="Qwen3VLForConditionalGeneration"))[P.MULTIMODAL_CAPTURE]
+    assert "no set_eagle3_layers_to_capture" in missing.title and "0.5.11" in missing.fix
+    assert P.MULTIMODAL_CAPTURE not in found(facts("0.5.22", target_arch="Qwen3_5ForConditionalGeneration"))
+    assert P.MULTIMODAL_CAPTURE not in found(facts("0.5.12", target_arch="Qwen3VLForConditionalGeneration"))
+    assert P.MULTIMODAL_CAPTURE not in found(facts("0.5.12", target_arch="LlamaForCausalLM"))
+    by_version = Facts(launch=parse_launch(shlex.split(BASE + DRAFT_PATH + CHAIN)),
+                       release=read_release(None, version="0.5.15"), target_arch="Qwen3_5ForConditionalGeneration")
+    assert "assumed from version 0.5.15" in found(by_version)[P.MULTIMODAL_CAPTURE].evidence[1].detail

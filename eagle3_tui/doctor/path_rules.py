@@ -12,6 +12,8 @@ from collections.abc import Callable
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, Severity, severity_rank
 from eagle3_tui.sglang.installed import Release
+from eagle3_tui.sglang.installed import table as release_table
+from eagle3_tui.sglang.installed.multimodal import LOST, NO_SETTER
 from eagle3_tui.sglang.installed.specpath import (
     OLD_SIMULATE,
     SIMULATE,
@@ -31,6 +33,7 @@ EXPERT_METRICS_STEPS = "expert-metrics-steps"
 DRAFT_EXTEND_WIDTH = "draft-extend-width"
 NO_DRAFT_PATH = "no-draft-path"
 SERVER_ENV = "server-env"
+MULTIMODAL_CAPTURE = "multimodal-capture"
 
 DISABLE_GRAPH = "--disable-cuda-graph"
 EXPERT_FLAGS = ("--enable-expert-distribution-metrics", "--expert-distribution-recorder-mode")
@@ -169,6 +172,26 @@ def no_draft_path(f: Facts) -> Finding | None:
                    "--speculative-algorithm EAGLE for the target's own MTP layer).")
 
 
+def multimodal_capture(f: Facts) -> Finding | None:
+    """A multimodal target whose wrapper does not bring the draft's ids to its language model."""
+    r, arch = release_of(f), f.target_arch
+    if r is None or arch is None or f.launch is None or (f.launch.algorithm or "").upper() != "EAGLE3":
+        return None
+    got = r.multimodal(arch)
+    if got is None or got.status not in (NO_SETTER, LOST):
+        return None
+    fixed = release_table.first_captured(arch, r.version)
+    why = ("it has no set_eagle3_layers_to_capture" if got.status == NO_SETTER else
+           "its wrapper loses the aux states (none reach the draft)")
+    return Finding(
+        MULTIMODAL_CAPTURE, "error",
+        f"this server will not start on {release_label(r)}: the multimodal target {arch} {why}",
+        [Evidence(f.target_config_path or "target config", f"architectures = [{arch}]"),
+         Evidence(f"{release_label(r)} {got.note.source}", f"{got.note.detail} ({got.note.how})")],
+        (f"Upgrade to SGLang >= {fixed}, which passes the ids to the language model." if fixed else
+         "Serve the text-only language model of this target, or a release that captures its aux states."))
+
+
 # --- the switches ---------------------------------------------------------------------------------------
 
 
@@ -269,6 +292,7 @@ def _unparsable(env: dict[str, str], r: Release | None) -> list[tuple[Severity, 
 
 PATH_RULES = (
     (NO_DRAFT_PATH, no_draft_path),
+    (MULTIMODAL_CAPTURE, multimodal_capture),
     (SPEC_V2_TOPK, spec_v2_topk),
     (EXPERT_METRICS_STEPS, expert_metrics_steps),
     (DRAFT_EXTEND_WIDTH, draft_extend_width),

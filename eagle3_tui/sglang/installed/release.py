@@ -15,6 +15,7 @@ from eagle3_tui.sglang.installed.archs import Arch
 from eagle3_tui.sglang.installed.capture import CaptureRule, read_capture_rule
 from eagle3_tui.sglang.installed.loader import DraftLoader, read_draft_loader
 from eagle3_tui.sglang.installed.logstream import read_log_stream
+from eagle3_tui.sglang.installed.multimodal import MultimodalCapture, read_multimodal
 from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GraphOrder, read_graph_order
 from eagle3_tui.sglang.installed.source import Modules, Read, read_version
@@ -34,12 +35,20 @@ class Release:
     """The speculative path beyond capture: spec v2, draft-extend graphs, the switches it declares."""
     mods: Modules | None = None
     _rules: dict[str, CaptureRule] = field(default_factory=dict)
+    _multimodal: dict[str, MultimodalCapture | None] = field(default_factory=dict)
 
     def capture_rule(self, arch: Arch) -> CaptureRule:
         if arch.key not in self._rules:
             rule = read_capture_rule(self.mods, arch) if self.mods is not None else None
             self._rules[arch.key] = rule if rule is not None else table.capture_rule(self.version, arch)
         return self._rules[arch.key]
+
+    def multimodal(self, architecture: str) -> MultimodalCapture | None:
+        """Whether a multimodal target's wrapper passes the ids to its language model (None: not one)."""
+        if architecture not in self._multimodal:
+            got = read_multimodal(self.mods, architecture) if self.mods is not None else None
+            self._multimodal[architecture] = got if got is not None else table.multimodal(self.version, architecture)
+        return self._multimodal[architecture]
 
     @property
     def notes(self) -> tuple[Note, ...]:

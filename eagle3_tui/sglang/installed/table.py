@@ -24,6 +24,7 @@ from eagle3_tui.sglang.installed.capture import (
     CaptureRule,
 )
 from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUTPUT, DraftLoader
+from eagle3_tui.sglang.installed.multimodal import CAPTURED, LOST, NO_SETTER, MultimodalCapture
 from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GRAPH, IDS, RESET, GraphOrder
 from eagle3_tui.sglang.installed.source import version_key
@@ -219,3 +220,36 @@ def spec_path(version: str | None) -> SpecPath:
                                                             else ""), assumed_from(nearest(version)))
     return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], simulate,
                     (note,))
+
+
+_QWEN3VL = (("0.4.3", None), ("0.5.3", NO_SETTER), ("0.5.11", CAPTURED))
+_QWEN35 = (("0.4.3", None), ("0.5.9", NO_SETTER), ("0.5.11", LOST), ("0.5.22", CAPTURED))
+_MULTIMODAL: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "Qwen2_5_VLForConditionalGeneration": (("0.4.3", None), ("0.4.4", NO_SETTER), ("0.5.2", CAPTURED)),
+    "Qwen3VLForConditionalGeneration": _QWEN3VL,
+    "Qwen3VLMoeForConditionalGeneration": _QWEN3VL,
+    "Qwen3_5ForConditionalGeneration": _QWEN35,
+    "Qwen3_5MoeForConditionalGeneration": _QWEN35,
+}
+
+
+def multimodal(version: str | None, architecture: str) -> MultimodalCapture | None:
+    rows = _MULTIMODAL.get(architecture)
+    if rows is None:
+        return None
+    first, status = _row(rows, version)
+    if status is None:
+        return None
+    what = {NO_SETTER: "has no set_eagle3_layers_to_capture", LOST: "passes the ids where its language model "
+            "does not read them", CAPTURED: "passes the ids to its language model"}[status]
+    return MultimodalCapture(architecture, status, Note("version table", f"{architecture} (since {first}) {what}",
+                                                        assumed_from(nearest(version))))
+
+
+def first_captured(architecture: str, after: str | None) -> str | None:
+    """The first release read, after `after`, whose multimodal wrapper passes the ids on."""
+    at = version_key(nearest(after))
+    for first, status in _MULTIMODAL.get(architecture, ()):
+        if status == CAPTURED and version_key(first) > at:
+            return first
+    return None
