@@ -1,7 +1,10 @@
 """One small pure rule per failure mode (DESIGN.md's doctor table). Each takes the `Facts` and
 returns a `Finding` or None; a rule missing the facts it needs says nothing.
 
-Rule ids are stable: the UI, the JSON output and the tests key on them.
+Rule ids are stable: the UI, the JSON output and the tests key on them. `RULES` is the whole list in
+tie-break order; the families live in their own modules: `release_rules` (capture as the installed release
+does it), `path_rules` (its speculative path beyond capture: spec v2, graphs, switches), `draft_rules` (the
+draft's class, layers, d2t, embedding, context window; the target's numerics), `checkpoint_rules` (tensors).
 """
 
 from __future__ import annotations
