@@ -46,6 +46,9 @@ def test_equals_form_for_negative_ids_and_a_start_up_failure(pkgs, capsys):
     assert out["captures"] is None and "captures 2" in out["fails"]
     assert out["embed_capture"] is False and out["embed_id"] == 0
     assert out["draft_loader"]["applies"] == ["fc_norm", "norm_output", "norm_before_fc"]
+    path = out["speculative_path"]
+    assert path["spec_v2"] == "only" and "Eagle3DeepseekV2ForCausalLM" in path["draft_classes"]
+    assert "DeepseekV3ForCausalLM" in path["draft_path_from_target"] and path["expert_recorder_capture_safe"] is False
 
 
 def test_no_id_key_and_text_output(pkgs, capsys):
@@ -57,6 +60,7 @@ def test_no_id_key_and_text_output(pkgs, capsys):
     text = capsys.readouterr().out
     assert "prefill captures:       h3, h17, h30" in text
     assert "graphed decode replays: h2, h16, h29" in text and "prefill only" in text
+    assert "speculative path: spec v2 opt-in (SGLANG_ENABLE_SPEC_V2)" in text
 
 
 def test_table_only(capsys):

@@ -294,6 +294,8 @@ def render_text(a: Answer) -> str:
     auto = ", ".join(map(str, a.auto_spec)) if a.auto_spec else "n/a"
     lines.append(f"  auto-chosen steps, topk, draft tokens: {auto}")
     lines.append(f"  server log stream: {a.log_stream}")
+    if a.release is not None:
+        lines.append(f"  speculative path: {a.release.path.summary()}")
     lines.append("  evidence:")
-    lines += [f"    {n.text()}" for n in a.notes]
+    lines += [f"    {n.text()}" for n in (*a.notes, *(a.release.path.notes if a.release is not None else ()))]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,8 @@
 """Facts in, findings out, worst first.
 
 `diagnose` fills in the facts that follow from other facts (the effective spec from the launch
-command, checkpoint issues from the tensor header, embedding capture from the sim server's patch
-flag), runs every rule and sorts: errors, then warnings, then info; ties keep DESIGN.md's order.
+command, checkpoint issues from the tensor header checked against the installed release's draft loader,
+or from the draft config alone; embedding capture from the sim server's patch flag), runs every rule and sorts: errors, then warnings, then info; ties keep DESIGN.md's order.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 from eagle3_tui.doctor.advice import ADVICE_RULES
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
+from eagle3_tui.doctor.release_rules import served_loader
 from eagle3_tui.doctor.rules import RULE_IDS, RULES
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.launch import KIND_SIM, effective
@@ -29,27 +30,34 @@ def complete(facts: Facts) -> Facts:
         has = f.launch.has_flag(SIM_PATCH_FLAG)
         f.embed_capture_supported = has
         f.embed_capture_evidence = f"{f.launch_source}: sim server {'with' if has else 'without'} {SIM_PATCH_FLAG}"
-    if (
-        f.checkpoint_issues is None
-        and f.checkpoint_tensors is not None
-        and f.draft_config is not None
-        and f.target_hidden_size is not None
-    ):
-        from eagle3_tui.eagle.checkpoint import check_tensors
-
-        try:
-            # d2t values are not read here: the doctor does no I/O (the session passes issues it
-            # computed next to the file).
-            f.checkpoint_issues = check_tensors(
-                f.draft_config.raw,
-                f.checkpoint_tensors,
-                target_hidden_size=f.target_hidden_size,
-                num_aux=f.draft_config.num_aux,
-                d2t_values=(),
-            )
-        except UserError:
-            f.checkpoint_issues = None
+    if f.release is None and f.installed is not None:
+        f.release = f.installed.release
+    if f.checkpoint_issues is None and f.draft_config is not None:
+        f.checkpoint_issues = _draft_issues(f)
     return f
+
+
+def _draft_issues(f: Facts) -> list | None:
+    """The checkpoint checked against the installed release's loader; the config alone without tensors."""
+    from eagle3_tui.eagle.checkpoint import check_tensors, config_issues
+
+    assert f.draft_config is not None
+    loader = served_loader(f)
+    if f.checkpoint_tensors is None or f.target_hidden_size is None:
+        return config_issues(f.draft_config.raw, loader)
+    try:
+        # d2t values only as the facts give them: the doctor does no I/O (the session reads them
+        # next to the file).
+        return check_tensors(
+            f.draft_config.raw,
+            f.checkpoint_tensors,
+            target_hidden_size=f.target_hidden_size,
+            num_aux=f.draft_config.num_aux,
+            d2t_values=f.d2t_values if f.d2t_values is not None else (),
+            loader=loader,
+        )
+    except UserError:
+        return None
 
 
 def diagnose(facts: Facts) -> list[Finding]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
     from eagle3_tui.eagle.predict import Prediction
-    from eagle3_tui.sglang.installed import Answer
+    from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
 
 
@@ -30,6 +30,8 @@ class Facts:
     """SGLang's effective spec values; computed from `launch` (and `target_arch`) when None."""
     server_args: dict[str, Any] | None = None
     """`/server_info` top level (the effective server args as the server reports them)."""
+    server_env: dict[str, str] | None = None
+    """The environment the server runs with (its `SGLANG_*` switches; None: not read)."""
 
     # --- draft --------------------------------------------------------------------------------
     draft_config: DraftConfig | None = None
@@ -41,6 +43,8 @@ class Facts:
     target_arch: str | None = None
     target_rope_theta: float | None = None
     target_config_path: str | None = None
+    target_config: dict[str, Any] | None = None
+    """The target's config.json (quantization_config, max_position_embeddings, rope_scaling, torch_dtype)."""
 
     # --- checkpoint ---------------------------------------------------------------------------
     checkpoint_path: str | None = None
@@ -48,6 +52,8 @@ class Facts:
     """The safetensors header (name -> dtype/shape/file), no tensor data."""
     checkpoint_issues: list[CheckpointIssue] | None = None
     """`eagle.checkpoint.check_tensors` output; computed from the tensors when None."""
+    d2t_values: tuple[int, ...] | None = None
+    """The checkpoint's d2t, read next to the file (None: not read; the doctor does no I/O)."""
 
     # --- the server's model file --------------------------------------------------------------
     embed_capture_supported: bool | None = None
@@ -60,6 +66,9 @@ class Facts:
     """`sglang.installed.answer(...)` for the served target and the draft config's ids: the release's own
     capture rule, start-up order, draft loader and auto-choice. None: unknown; the rules then use the
     generic +1 rule of the releases up to 0.5.12."""
+    release: Release | None = None
+    """The installed release without a target (its source read, else the version table for its version):
+    what needs no architecture (flag rules, the speculative path, the switches). None: `installed.release`."""
 
     # --- training data ------------------------------------------------------------------------
     data_slot_boundaries: tuple[int, ...] | None = None

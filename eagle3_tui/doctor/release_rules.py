@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
-from eagle3_tui.sglang.installed import Answer, Note
-from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC
+from eagle3_tui.eagle.checkpoint import MLA_DRAFT, flat_config
+from eagle3_tui.eagle.trainers import SGLANG_0_5_6, ServedLoader
+from eagle3_tui.sglang.installed import Answer, Note, Release
+from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUTPUT
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue
@@ -93,36 +95,43 @@ def ids_prefill_only(f: Facts) -> Finding | None:
     )
 
 
+def _release(f: Facts) -> Release | None:
+    if f.release is not None:
+        return f.release
+    return f.installed.release if f.installed is not None else None
+
+
 def will_not_start(f: Facts) -> Finding | None:
-    """Start-up crashes the installed release has for these flags, ids or draft."""
-    a = f.installed
-    if a is None:
+    """Start-up crashes the installed release has for these flags, ids or draft. The flag and draft checks
+    need only the release (its version is enough); the capture checks need the target too."""
+    r = _release(f)
+    if r is None:
         return None
     reasons: list[Evidence] = []
-    _steps_alone(f, a, reasons)
-    _capture_failure(f, a, reasons)
-    _multi_layer(f, a, reasons)
+    _steps_alone(f, r, reasons)
+    _capture_failure(f, reasons)
+    _multi_layer(f, r, reasons)
     if not reasons:
         return None
     return Finding(
         WILL_NOT_START,
         "error",
-        f"this server will not start on {release_name(a)}: {reasons[0].detail}",
+        f"this server will not start on SGLang {r.version or '(unknown release)'}: {reasons[0].detail}",
         reasons,
         "Change what the evidence names (flags, layer ids or draft) before restarting; the restart would fail.",
     )
 
 
-def _steps_alone(f: Facts, a: Answer, out: list[Evidence]) -> None:
+def _steps_alone(f: Facts, r: Release, out: list[Evidence]) -> None:
     launch = f.launch
     if launch is None or launch.algorithm is None or launch.num_steps is None or launch.eagle_topk is not None:
         return
-    if a.spec.steps_alone_fails:
+    if r.spec.steps_alone_fails:
         out.append(Evidence(f.launch_source, "--speculative-num-steps without --speculative-eagle-topk: SGLang "
                                              "compares topk None > 1 and raises TypeError while parsing the flags"))
 
 
-def _capture_failure(f: Facts, a: Answer, out: list[Evidence]) -> None:
+def _capture_failure(f: Facts, out: list[Evidence]) -> None:
     ia = installed_for_ids(f)
     if ia is None:
         return
@@ -135,15 +144,38 @@ def _capture_failure(f: Facts, a: Answer, out: list[Evidence]) -> None:
     out += evidence(ia, capture_notes(ia)[:2])
 
 
-def _multi_layer(f: Facts, a: Answer, out: list[Evidence]) -> None:
+def _multi_layer(f: Facts, r: Release, out: list[Evidence]) -> None:
     c = f.draft_config
-    if c is None or a.loader.multi_layer:
+    if c is None:
         return
-    layers = c.raw.get("num_hidden_layers")
-    if isinstance(layers, int) and layers > 1:
-        out.append(Evidence(f.draft_config_path or "draft config",
-                            f"num_hidden_layers = {layers}, but this llama_eagle3 refuses drafts with more than one "
-                            "layer (ValueError at load)"))
+    layers = flat_config(c.raw).get("num_hidden_layers")
+    mla = bool(c.architectures) and c.architectures[0] == MLA_DRAFT
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 1 or (r.loader.multi_layer and not mla):
+        return
+    which = "its MLA draft (kimi_k25_eagle3.py)" if mla else "this llama_eagle3"
+    out.append(Evidence(f.draft_config_path or "draft config",
+                        f"num_hidden_layers = {layers}, but {which} refuses drafts with more than one "
+                        "layer (ValueError at load)"))
+
+
+def served_loader(f: Facts) -> ServedLoader:
+    """What `eagle.checkpoint.check_tensors` checks against: the installed release's draft loader, with the
+    norms it applies because this draft config turns them on (SGLang 0.5.6's when the release is unknown)."""
+    r = _release(f)
+    if r is None:
+        return SGLANG_0_5_6
+    raw = f.draft_config.raw if f.draft_config is not None else {}
+    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    on = {FC_NORM: bool(raw.get("fc_norm") or raw.get("use_aux_norm")),
+          NORM_BEFORE_FC: bool(raw.get(NORM_BEFORE_FC) or (eagle or {}).get(NORM_BEFORE_FC)),
+          NORM_OUTPUT: bool(raw.get(NORM_OUTPUT))}
+    ops = {FC_NORM: "fc_norm", NORM_BEFORE_FC: "input_norm", NORM_OUTPUT: "norm_output"}
+    applies = frozenset({"rope_scaling", *(ops[n] for n in r.loader.applies if on.get(n))})
+    classes = r.path.draft_classes or (EAGLE3_DRAFT,)
+    return ServedLoader(name=f"SGLang {r.version or '(unknown release)'}", multi_layer=r.loader.multi_layer,
+                        applies=applies, num_aux=None if r.loader.fc_from_ids else 3,
+                        architectures=tuple(c for c in classes if c != MLA_DRAFT) or (EAGLE3_DRAFT,),
+                        mla=MLA_DRAFT in classes)
 
 
 def eagle_not_eagle3(f: Facts) -> Finding | None:

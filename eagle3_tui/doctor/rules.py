@@ -1,7 +1,10 @@
 """One small pure rule per failure mode (DESIGN.md's doctor table). Each takes the `Facts` and
 returns a `Finding` or None; a rule missing the facts it needs says nothing.
 
-Rule ids are stable: the UI, the JSON output and the tests key on them.
+Rule ids are stable: the UI, the JSON output and the tests key on them. `RULES` is the whole list in
+tie-break order; the families live in their own modules: `release_rules` (capture as the installed release
+does it), `path_rules` (its speculative path beyond capture: spec v2, graphs, switches), `draft_rules` (the
+draft's class, layers, d2t, embedding, context window; the target's numerics), `checkpoint_rules` (tensors).
 """
 
 from __future__ import annotations
@@ -10,7 +13,19 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from eagle3_tui.doctor import draft_rules as dr
+from eagle3_tui.doctor import path_rules as pr
 from eagle3_tui.doctor import release_rules as rel
+from eagle3_tui.doctor.checkpoint_rules import (
+    CHECKPOINT_SHAPES,
+    FC_WIDTH,
+    IGNORED_NORMS,
+    UNKNOWN_WEIGHTS,
+    checkpoint_shapes,
+    fc_width,
+    ignored_norms,
+    unknown_weights,
+)
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
@@ -26,10 +41,6 @@ CONFIG_KEY_IGNORED = "config-key-ignored"
 EXPLICIT_DEFAULT_SHIFT = "explicit-default-shift"
 EMBED_NEEDS_PATCH = "embed-needs-patch"
 LAYER_OUT_OF_RANGE = "layer-out-of-range"
-FC_WIDTH = "fc-width"
-UNKNOWN_WEIGHTS = "unknown-weights"
-IGNORED_NORMS = "ignored-norms"
-CHECKPOINT_SHAPES = "checkpoint-shapes"
 ROPE_THETA = "rope-theta"
 WIRING_MISMATCH = "wiring-mismatch"
 SPEC_SLOWER = "spec-slower-than-baseline"
@@ -120,6 +131,27 @@ def trained_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
     return (chosen, how) if chosen else None
 
 
+def uncapturable(f: Facts, boundaries: Sequence[int]) -> tuple[list[int], str] | None:
+    """(the boundaries no id list captures, what captures what) on the installed release (else SGLang's
+    generic loop over layers 0..N-1), or None when all can be captured or the target is unknown."""
+    n = f.target_num_layers
+    a = f.installed if f.installed is not None and f.installed.num_layers == n else None
+    if n is None:
+        return None
+    top = a.max_boundary if a is not None else n - 1
+    bad = [b for b in boundaries if b < 0 or b > top]
+    if not bad:
+        return None
+    who = rel.release_name(a) if a is not None else "SGLang"
+    return bad, f"{who} captures boundaries 0..{top} of this {n}-layer target"
+
+
+def _unservable_fix(bad: list[int], how: str) -> str:
+    shown = ", ".join(wiring.format_boundaries([b]) for b in bad)
+    return (f"No layer-id list serves {shown}: {how}. Serve a draft trained on capturable boundaries (or a release "
+            "whose model file captures the last layer's output).")
+
+
 # --- the rules ------------------------------------------------------------------------------------
 
 
@@ -158,8 +190,10 @@ def spec_flags_incomplete(f: Facts) -> Finding | None:
     """topk or draft tokens without num_steps: SGLang's auto-choice asserts and the server never starts."""
     spec = _spec(f)
     a = f.launch
-    if spec is None or spec.error is None or a is None:
+    if spec is None or a is None:
         return None
+    if spec.error is None:
+        return _steps_without_topk(f)
     given = [f"{flag} {v}" for flag, v in (("--speculative-eagle-topk", a.eagle_topk),
                                            ("--speculative-num-draft-tokens", a.num_draft_tokens)) if v is not None]
     return Finding(
@@ -168,6 +202,24 @@ def spec_flags_incomplete(f: Facts) -> Finding | None:
         "SGLang refuses these speculative flags: --speculative-num-steps is missing",
         [Evidence(f.launch_source, " ".join(given) + " without --speculative-num-steps"), Evidence("SGLang rule", spec.error)],
         "Give --speculative-num-steps as well (with topk 1: draft tokens - 1), or drop all three to let SGLang choose.",
+    )
+
+
+def _steps_without_topk(f: Facts) -> Finding | None:
+    """--speculative-num-steps without topk where the release is unknown (known: will-not-start decides)."""
+    a = f.launch
+    if a is None or a.algorithm is None or a.num_steps is None or a.eagle_topk is not None:
+        return None
+    if f.release is not None or f.installed is not None:
+        return None
+    return Finding(
+        SPEC_FLAGS_INCOMPLETE,
+        "warning",
+        "--speculative-num-steps without --speculative-eagle-topk: SGLang 0.5.2 and later refuse to start",
+        [Evidence(f.launch_source, f"--speculative-num-steps {a.num_steps} without --speculative-eagle-topk"),
+         Evidence("SGLang versions", "from 0.5.2 the flag handling compares `speculative_eagle_topk > 1` with topk "
+                                     "None (TypeError at start-up); the installed release is unknown here")],
+        "Give --speculative-eagle-topk too (1 for a chain, with --speculative-num-draft-tokens = steps + 1).",
     )
 
 
@@ -182,12 +234,13 @@ def config_key_ignored(f: Facts) -> Finding | None:
     ev: list[Evidence] = []
     severity = "error"
     fix_ids: tuple[int, ...] | None = None
+    meant: tuple[int, ...] = ()
     needs_patch = False
     if c.top_level_layer_ids is not None:
         top = c.top_level_layer_ids
         ev.append(Evidence(src, f"top-level eagle_aux_hidden_state_layer_ids = {_ids(top)} (vLLM/speculators style)"))
         ev.append(Evidence(src, f"no {IDS_PATH}: SGLang reads only that key and falls back to its default"))
-        meant = wiring.ids_to_boundaries("vllm", top)
+        meant = tuple(wiring.ids_to_boundaries("vllm", top))
         fix_ids, needs_patch = rel.ids_for(f, meant)
         n = f.target_num_layers
         if n is not None:
@@ -200,7 +253,10 @@ def config_key_ignored(f: Facts) -> Finding | None:
     title = "the draft's layer ids are not where SGLang reads them; it serves its default layers"
     if severity == "info":
         title = "the draft's layer ids are top-level (ignored by SGLang), but they equal SGLang's default"
-    if fix_ids is not None:
+    beyond = uncapturable(f, meant) if c.top_level_layer_ids is not None else None
+    if beyond is not None:
+        fix = _unservable_fix(*beyond)
+    elif fix_ids is not None:
         patch = " with the embed-capture patch for -1" if needs_patch else ""
         fix = (f"Write the ids as {IDS_PATH} = {_ids(fix_ids)} (the same boundaries as SGLang counts them)"
                f"{patch}, or apply a preset.")
@@ -340,89 +396,6 @@ def _requested_pairs(f: Facts, ids: Sequence[int]) -> list[tuple[int, int]] | No
     return list(zip(ids, a.requested, strict=True))
 
 
-def _issues(f: Facts, *kinds: str) -> list:
-    """Checkpoint issues of these kinds that still hold for the installed draft loader (all when unknown)."""
-    return [i for i in (f.checkpoint_issues or []) if i.kind in kinds and rel.loader_keeps(f, i)]
-
-
-def _ckpt_source(f: Facts) -> str:
-    return f.checkpoint_path or "draft checkpoint"
-
-
-def fc_width(f: Facts) -> Finding | None:
-    """fc's input width differs from (number of aux states) x (target hidden size)."""
-    issues = _issues(f, "fc-width")
-    if not issues:
-        return None
-    ev = [Evidence(_ckpt_source(f), i.message) for i in issues]
-    if f.draft_config is not None:
-        ids = f.draft_config.sglang_layer_ids
-        ev.append(Evidence(_config_source(f), f"{IDS_PATH} = {_ids(ids) if ids is not None else 'absent (3 states)'}"))
-    if f.target_hidden_size is not None:
-        ev.append(Evidence(f.target_config_path or "target config", f"hidden_size = {f.target_hidden_size}"))
-    return Finding(
-        FC_WIDTH,
-        "error",
-        "the draft's fc input width does not match the hidden states SGLang feeds it",
-        ev,
-        "Serve the draft with as many layer ids as its fc was trained for, on the target it was trained "
-        "against (fc width = ids x target hidden size).",
-    )
-
-
-def unknown_weights(f: Facts) -> Finding | None:
-    """Checkpoint tensors SGLang's loader skips (left random), and the ones it then lacks."""
-    issues = _issues(f, "unknown", "missing")
-    if not issues:
-        return None
-    from eagle3_tui.eagle.checkpoint import summarize
-
-    lines = summarize(issues)
-    ev = [Evidence(_ckpt_source(f), line) for line in lines[:8]]
-    if len(lines) > 8:
-        ev.append(Evidence(_ckpt_source(f), f"... and {len(lines) - 8} more"))
-    unknown = sum(1 for i in issues if i.kind == "unknown")
-    missing = sum(1 for i in issues if i.kind == "missing")
-    return Finding(
-        UNKNOWN_WEIGHTS,
-        "error",
-        f"{unknown} checkpoint tensors are skipped by SGLang's loader and {missing} it needs are missing: "
-        f"those weights stay random",
-        ev,
-        "Rename the tensors to SGLang's llama_eagle3 names (layers.0.* -> midlayer.*) and re-save the checkpoint, "
-        "or serve with SGLang >= 0.5.12, which loads layers.0.*.",
-    )
-
-
-def ignored_norms(f: Facts) -> Finding | None:
-    """Norm weights (input_norm/fc_norm) or norm flags that SGLang's draft does not apply."""
-    issues = _issues(f, "ignored-norm")
-    if not issues:
-        return None
-    return Finding(
-        IGNORED_NORMS,
-        "warning",
-        "the draft was trained with norms SGLang's llama_eagle3 does not apply",
-        [Evidence(_ckpt_source(f), i.message) for i in issues],
-        rel.norms_fix(f) or "Serve with SGLang >= 0.5.12 (fc_norm, norm_output) or >= 0.5.17 (norm_before_fc) "
-                            "with the flag set in the draft config, or export a draft trained without them.",
-    )
-
-
-def checkpoint_shapes(f: Facts) -> Finding | None:
-    """Tensors with shapes SGLang cannot load, or a d2t that maps outside the target vocabulary."""
-    issues = _issues(f, "shape", "d2t-range")
-    if not issues:
-        return None
-    return Finding(
-        CHECKPOINT_SHAPES,
-        "error",
-        "checkpoint tensors do not fit what SGLang's llama_eagle3 builds from the draft config",
-        [Evidence(_ckpt_source(f), i.message) for i in issues],
-        "Make the draft config's sizes match the checkpoint (and store d2t as offsets), then restart.",
-    )
-
-
 def rope_theta(f: Facts) -> Finding | None:
     """Draft config without a top-level rope_theta: SGLang's draft uses 10000."""
     c = f.draft_config
@@ -473,12 +446,15 @@ def wiring_mismatch(f: Facts) -> Finding | None:
         patch = " with the embed-capture patch"
         if f.embed_capture_supported is False:
             ev.append(Evidence("server model file", f.embed_capture_evidence or "no embedding capture for id -1"))
+    beyond = uncapturable(f, tb)
+    fix = (_unservable_fix(*beyond) if beyond is not None else
+           f"Set {IDS_PATH} to {_ids(ids)} (boundaries {_b(sorted(tb))}){patch} and restart the server.")
     return Finding(
         WIRING_MISMATCH,
         "error",
         f"the draft was trained on {_b(tb)} but is served {_b(sb)}",
         ev,
-        f"Set {IDS_PATH} to {_ids(ids)} (boundaries {_b(sorted(tb))}){patch} and restart the server.",
+        fix,
     )
 
 
@@ -559,6 +535,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (SPEC_FLAGS_INCOMPLETE, spec_flags_incomplete),
     (rel.WILL_NOT_START, rel.will_not_start),
     (rel.EAGLE_NOT_EAGLE3, rel.eagle_not_eagle3),
+    *pr.PATH_RULES,
+    (dr.DRAFT_ARCHITECTURE, dr.draft_architecture),
+    (dr.DRAFT_LAYERS, dr.draft_layers),
+    (dr.D2T, dr.d2t),
     (CONFIG_KEY_IGNORED, config_key_ignored),
     (EXPLICIT_DEFAULT_SHIFT, explicit_default_shift),
     (EMBED_NEEDS_PATCH, embed_needs_patch),
@@ -567,7 +547,11 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (UNKNOWN_WEIGHTS, unknown_weights),
     (IGNORED_NORMS, ignored_norms),
     (CHECKPOINT_SHAPES, checkpoint_shapes),
+    (dr.DRAFT_EMBEDDING, dr.draft_embedding),
+    (dr.AUX_CONFIG, dr.aux_config),
     (ROPE_THETA, rope_theta),
+    (dr.DRAFT_CONTEXT, dr.draft_context),
+    (dr.TARGET_NUMERICS, dr.target_numerics),
     (WIRING_MISMATCH, wiring_mismatch),
     (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),

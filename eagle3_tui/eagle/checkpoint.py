@@ -30,6 +30,12 @@ class BadInput(UserError):
 
 IssueKind = Literal["unknown", "missing", "shape", "fc-width", "d2t-range", "ignored-norm", "architecture",
                     "embedding", "aux-config", "layers"]
+MLA_DRAFT = "Eagle3DeepseekV2ForCausalLM"
+"""SGLang's MLA EAGLE-3 draft (`kimi_k25_eagle3.py`, 0.5.12+): DeepSeek-V2 attention, the EAGLE-3 rest."""
+# the attention tensors of an MLA layer (`DeepseekV2AttentionMLA`), checked by name only
+MLA_ATTENTION = ("q_a_proj", "q_a_layernorm", "q_b_proj", "q_proj", "kv_a_proj_with_mqa", "kv_a_layernorm",
+                 "kv_b_proj", "o_proj")
+_LLAMA_ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 # safetensors dtype names and their sizes in bytes
 DTYPE_SIZES: dict[str, int] = {
@@ -320,8 +326,18 @@ def draft_sizes(config: dict, where: str = "the draft config") -> DraftSizes:
     return DraftSizes(h, nh, nkv, hd, i, v, dv, bool(config.get("bias", False)), bool(config.get("tie_word_embeddings", False)))
 
 
-def expected_tensors(config: dict, *, target_hidden_size: int | None = None, num_aux: int = 3) -> dict[str, tuple[int, ...]]:
-    """Name -> shape for every tensor SGLang's llama_eagle3 loads (embed_tokens is optional)."""
+def is_mla_draft(config: dict, names: Sequence[str] = ()) -> bool:
+    """An MLA EAGLE-3 draft: its class, or DeepSeek-V2 attention tensors (kv_a_proj_with_mqa) in the checkpoint."""
+    arch = config.get("architectures")
+    if isinstance(arch, list) and arch and arch[0] == MLA_DRAFT:
+        return True
+    return any(".self_attn.kv_a_proj_with_mqa." in n for n in names)
+
+
+def expected_tensors(config: dict, *, target_hidden_size: int | None = None, num_aux: int = 3,
+                     mla: bool = False) -> dict[str, tuple[int, ...]]:
+    """Name -> shape for every tensor SGLang's llama_eagle3 loads (embed_tokens is optional); `mla`: the
+    attention is DeepSeek-V2's (its tensors are checked by name, not listed here)."""
     config = flat_config(config)
     s = draft_sizes(config)
     ht = target_hidden_size or config.get("target_hidden_size") or s.hidden
@@ -340,6 +356,9 @@ def expected_tensors(config: dict, *, target_hidden_size: int | None = None, num
         "midlayer.post_attention_layernorm.weight": (h,),
         "norm.weight": (h,),
     }
+    if mla:
+        for proj in _LLAMA_ATTENTION:
+            exp.pop(f"midlayer.self_attn.{proj}.weight", None)
     if s.bias:
         exp["fc.bias"] = (h,)
     if not s.tie and s.draft_vocab is not None:
@@ -386,11 +405,14 @@ def check_tensors(
     """
     flat = flat_config(config)
     s = draft_sizes(flat)
-    exp = expected_tensors(flat, target_hidden_size=target_hidden_size, num_aux=num_aux)
+    mla = is_mla_draft(flat, list(tensors))
+    exp = expected_tensors(flat, target_hidden_size=target_hidden_size, num_aux=num_aux, mla=mla)
     ht = target_hidden_size or flat.get("target_hidden_size") or s.hidden
     present = {_canonical(n): n for n in tensors}
-    issues = [i for cname, name in sorted(present.items())
-              if (i := _tensor_issue(cname, name, tensors[name], exp, ht, num_aux, s.hidden, loader)) is not None]
+    layers = flat.get("num_hidden_layers")
+    extra = _recognised(present, exp, mla, layers if isinstance(layers, int) and not isinstance(layers, bool) else 1)
+    issues = [i for cname, name in sorted(present.items()) if cname not in extra
+              and (i := _tensor_issue(cname, name, tensors[name], exp, ht, num_aux, s.hidden, loader)) is not None]
     issues.extend(_missing_issues(exp, present, s))
     issues.extend(_norm_flag_issues(flat, present, loader))
     issues.extend(_loader_issues(config, flat, present, s, ht, loader))
@@ -398,6 +420,26 @@ def check_tensors(
     if d2t_name is not None and "d2t" in exp:
         issues.extend(_check_d2t(tensors[d2t_name], s, d2t_values))
     return issues
+
+
+_LAYER = re.compile(r"^(?:layers\.(\d+)|midlayer)\.(.+)$")
+
+
+def _recognised(present: dict[str, str], exp: dict[str, tuple[int, ...]], mla: bool, layers: int) -> set[str]:
+    """Names that are parts of a draft layer SGLang's loader knows but `exp` does not list: an MLA draft's
+    attention, and the layers past the first of a multi-layer draft (the `layers` issue says whether the
+    release builds them). Their shapes are not checked."""
+    per_layer = {k[len("midlayer."):] for k in exp if k.startswith("midlayer.")}
+    out: set[str] = set()
+    for cname in present:
+        m = _LAYER.match(cname)
+        if m is None:
+            continue
+        index, rest = int(m.group(1) or 0), m.group(2)
+        attn = mla and rest.startswith("self_attn.") and rest.split(".")[1] in MLA_ATTENTION
+        if (attn and index == 0) or (1 <= index < layers and (rest in per_layer or attn)):
+            out.add(cname)
+    return out
 
 
 def _tensor_issue(cname: str, name: str, info: TensorInfo, exp: dict[str, tuple[int, ...]], ht: int,
@@ -479,14 +521,17 @@ def _norm_flag_issues(flat: dict, present: dict[str, str], loader: ServedLoader)
     return out
 
 
-def _loader_issues(config: dict, flat: dict, present: dict[str, str], s: DraftSizes, ht: int,
-                   loader: ServedLoader) -> list[CheckpointIssue]:
-    """Whether the installed SGLang can load this draft at all, and what it replaces."""
+def config_issues(config: dict, loader: ServedLoader = SGLANG_0_5_6) -> list[CheckpointIssue]:
+    """What the draft config alone says about loading it on `loader` (no checkpoint needed): its class,
+    its layer count, its aux-state and RoPE settings."""
+    flat = flat_config(config)
     out = _architecture_issues(config, loader)
     layers = flat.get("num_hidden_layers")
-    if isinstance(layers, int) and layers != 1 and not loader.multi_layer:
+    mla = is_mla_draft(flat)
+    if isinstance(layers, int) and layers != 1 and (not loader.multi_layer or mla):
+        which = "its MLA draft (kimi_k25_eagle3)" if mla else "llama_eagle3"
         out.append(CheckpointIssue("layers", "config:num_hidden_layers", (
-            f"the draft has {layers} decoder layers; {loader.name}'s llama_eagle3 builds exactly one "
+            f"the draft has {layers} decoder layers; {loader.name}'s {which} builds exactly one "
             f"(it refuses num_hidden_layers != 1)")))
     ec = flat.get("eagle_config")
     if isinstance(ec, dict) and ec.get("use_aux_hidden_state") is False:
@@ -498,6 +543,17 @@ def _loader_issues(config: dict, flat: dict, present: dict[str, str], s: DraftSi
         out.append(CheckpointIssue("aux-config", "config:eagle_config.eagle_aux_hidden_state_layer_ids", (
             f"the draft config names {len(ids)} aux layers but {loader.name} builds fc for "
             f"{loader.num_aux} x target hidden whatever the config lists")))
+    if isinstance(flat.get("rope_parameters"), dict) and "rope_theta" not in flat and not loader.reads_rope_parameters:
+        out.append(CheckpointIssue("aux-config", "config:rope_parameters", (
+            f"the draft config has rope_parameters (transformers 5) but no rope_theta / rope_scaling, which is "
+            f"what {loader.name} reads: it runs the draft with theta 10000 and no scaling")))
+    return out
+
+
+def _loader_issues(config: dict, flat: dict, present: dict[str, str], s: DraftSizes, ht: int,
+                   loader: ServedLoader) -> list[CheckpointIssue]:
+    """Whether the installed SGLang can load this draft at all, and what it replaces."""
+    out = config_issues(config, loader)
     replaced = loader.replaces_embedding and ht == s.hidden
     if "embed_tokens.weight" in present and replaced and flat.get("embed_requires_grad"):
         out.append(CheckpointIssue("embedding", "embed_tokens.weight", (
@@ -507,18 +563,17 @@ def _loader_issues(config: dict, flat: dict, present: dict[str, str], s: DraftSi
         out.append(CheckpointIssue("embedding", "embed_tokens.weight", (
             f"target_hidden_size {ht} differs from hidden_size {s.hidden}, so SGLang keeps the draft's own "
             f"embedding, but the checkpoint has no embed_tokens.weight: it stays random")))
-    if isinstance(flat.get("rope_parameters"), dict) and "rope_theta" not in flat and not loader.reads_rope_parameters:
-        out.append(CheckpointIssue("aux-config", "config:rope_parameters", (
-            f"the draft config has rope_parameters (transformers 5) but no rope_theta / rope_scaling, which is "
-            f"what {loader.name} reads: it runs the draft with theta 10000 and no scaling")))
     return out
 
 
 def _architecture_issues(config: dict, loader: ServedLoader) -> list[CheckpointIssue]:
     arch = config.get("architectures")
     first = arch[0] if isinstance(arch, list) and arch else None
-    if first in loader.architectures:
+    if first in loader.architectures or (first == MLA_DRAFT and loader.mla):
         return []
+    if first == MLA_DRAFT:
+        return [CheckpointIssue("architecture", "config:architectures", (
+            f"an MLA EAGLE-3 draft ({MLA_DRAFT}): {loader.name} has no such class (SGLang loads it from 0.5.12)"))]
     if is_speculators_config(config):
         return [CheckpointIssue("architecture", "config:architectures", (
             f"a speculators-format draft (architectures {first}): {loader.name} cannot load it. To convert: copy "
@@ -538,7 +593,20 @@ def _check_d2t(info: TensorInfo, s: DraftSizes, values: Sequence[int] | None) ->
         if not os.path.exists(info.file) or not info.file.endswith(".safetensors"):
             return []
         values = read_int_tensor(info)
+    values = list(values)
+    if not values:
+        return []
+    if s.draft_vocab is not None and s.draft_vocab < s.vocab and not any(values):
+        return [CheckpointIssue("d2t-range", "d2t", (
+            f"d2t is all zero: draft id i is served as target id i, so the draft's {len(values)} tokens are the "
+            f"first {len(values)} target ids, not the ones it was trained on (the trainer's initial buffer)"))]
     bad = [(i, i + v) for i, v in enumerate(values) if not 0 <= i + v < s.vocab]
+    absolute = all(0 <= v < s.vocab for v in values) and all(values[i + 1] > values[i] for i in range(len(values) - 1))
+    if bad and absolute:
+        i, t = bad[0]
+        return [CheckpointIssue("d2t-range", "d2t", (
+            f"d2t holds absolute target ids (ascending, within 0..{s.vocab - 1}), not offsets: SGLang serves draft "
+            f"id i as i + d2t[i] (draft id {i} -> {t}, outside the vocabulary for {len(bad)} ids)"))]
     if bad:
         i, t = bad[0]
         return [CheckpointIssue("d2t-range", "d2t", (

@@ -53,6 +53,8 @@ class ServedLoader:
     replaces_embedding: bool = True
     architectures: tuple[str, ...] = ("LlamaForCausalLMEagle3",)
     reads_rope_parameters: bool = False
+    mla: bool = False
+    """It loads the MLA EAGLE-3 draft (`Eagle3DeepseekV2ForCausalLM`, SGLang >= 0.5.12)."""
 
 
 SGLANG_0_5_6 = ServedLoader()

@@ -387,6 +387,7 @@ class Session:
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
             last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
+            launch_env=dict(self._spec.env) if self._spec is not None else None,
         )
 
     async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,

@@ -23,7 +23,7 @@ from eagle3_tui.sglang import launch
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.sglang.client import BenchResult
-    from eagle3_tui.sglang.installed import Answer
+    from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.telemetry.metrics import MetricsSummary
 
 LIVE_WINDOW_S = 120.0
@@ -52,6 +52,8 @@ class FactsSnapshot:
     log_warnings: tuple[str, ...] = ()
     measured: tuple[Any, ...] = ()
     """doctor.advice.Measured per benchmarked configuration on the served boundaries (from the ledger)."""
+    launch_env: dict[str, str] | None = None
+    """The server's environment as its launch spec keeps it (SGLANG_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES)."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -64,6 +66,8 @@ def build_facts(snap: FactsSnapshot) -> Facts:
             f.draft_config = DraftConfig.parse(t.draft_text, source=t.draft_config_path or "draft config")
         f.draft_config_path = t.draft_config_path
     f.installed = installed_answer(snap, f.draft_config)
+    f.release = installed_release(snap, f.installed)
+    f.server_env = dict(snap.launch_env) if snap.launch_env is not None else None
     if snap.launch_argv is not None:
         auto = f.installed.auto_spec if f.installed is not None else None
         with contextlib.suppress(UserError):
@@ -76,6 +80,7 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.target_arch = t.arch
     f.target_rope_theta = t.target_rope_theta
     f.target_config_path = t.target_config_path
+    f.target_config = t.target_config
     f.checkpoint_path = t.checkpoint_path
     f.checkpoint_tensors = t.checkpoint_tensors
     f.embed_capture_supported = t.embed_capture
@@ -108,6 +113,25 @@ def installed_answer(snap: FactsSnapshot, draft: DraftConfig | None) -> Answer |
         return None
     ids = draft.sglang_layer_ids if draft is not None else None
     return base if base.layer_ids == ids else base.evaluate(ids)
+
+
+def installed_release(snap: FactsSnapshot, answer: Answer | None) -> Release | None:
+    """The installed release without a target: the answer's, else the version table for the server's version
+    (the flag and speculative-path rules need no architecture)."""
+    if answer is not None and answer.release is not None:
+        return answer.release
+    if not snap.target.installed_fallback:
+        return None
+    reported = (snap.server_info or {}).get("version")
+    version = snap.server.version or (reported if isinstance(reported, str) else None)
+    return _table_release(version) if version else None
+
+
+@functools.lru_cache(maxsize=16)
+def _table_release(version: str) -> Release:
+    from eagle3_tui.sglang.installed import read_release
+
+    return read_release(None, version=version)
 
 
 def base_installed(t: TargetInfo, version: str | None, server_info: dict[str, Any] | None) -> Answer | None:

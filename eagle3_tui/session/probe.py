@@ -48,6 +48,8 @@ class TargetInfo:
     embed_capture_source: str = ""
     target_rope_theta: float | None = None
     target_config_path: str | None = None
+    target_config: dict[str, Any] | None = None
+    """The target's config.json as read (quantization, context window, dtype: the doctor's numerics rules)."""
     checkpoint_path: str | None = None
     checkpoint_tensors: dict[str, TensorInfo] | None = None
     installed: Answer | None = None
@@ -378,6 +380,7 @@ async def _read_target_config(host: Host, model_dir: str, t: TargetInfo) -> None
     rt = tc.get("rope_theta")
     t.target_rope_theta = float(rt) if isinstance(rt, (int, float)) else None
     t.target_config_path = path
+    t.target_config = cfg
 
 
 async def _read_checkpoint(host: Host, draft_dir: str, t: TargetInfo) -> None:

@@ -107,6 +107,7 @@ class Answer:
             "draft_loader": self.loader.to_dict(),
             "auto_spec": list(self.auto_spec) if self.auto_spec is not None else None,
             "log_stream": self.log_stream,
+            "speculative_path": self.release.path.to_dict() if self.release is not None else None,
             "source": self.source,
             "evidence": [n.to_dict() for n in self.notes],
         }

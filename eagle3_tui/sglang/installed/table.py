@@ -24,10 +24,26 @@ from eagle3_tui.sglang.installed.capture import (
     CaptureRule,
 )
 from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUTPUT, DraftLoader
+from eagle3_tui.sglang.installed.multimodal import CAPTURED, LOST, NO_SETTER, MultimodalCapture
 from eagle3_tui.sglang.installed.notes import Note, assumed_from
 from eagle3_tui.sglang.installed.runner import GRAPH, IDS, RESET, GraphOrder
 from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sglang.installed.spec import SpecRules
+from eagle3_tui.sglang.installed.specpath import (
+    CONTEXT_OVERRIDDEN,
+    CONTEXT_REFUSED,
+    OLD_SIMULATE,
+    SIMULATE,
+    SPEC_V2_ENV,
+    TOPK_FALLS_BACK,
+    TOPK_REFUSED,
+    V2_DEFAULT,
+    V2_ONLY,
+    V2_OPT_IN,
+    WIDTH_DRAFT,
+    WIDTH_TARGET,
+    SpecPath,
+)
 
 READ_VERSIONS: tuple[str, ...] = (
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.0rc0",
@@ -165,3 +181,75 @@ def spec_rules(version: str | None) -> SpecRules:
     note = Note("version table", f"auto-choice for other models {fallback}", assumed_from(at))
     return SpecRules(has, tuple(by_arch) if has else (), fallback if has else None,
                      steps_alone if has else None, has, topk1 and has, page and has, (note,))
+
+
+_LLAMA3 = ("LlamaForCausalLMEagle3",)
+_MLA3 = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+_PathRow = tuple[str | None, str | None, str | None, bool | None, tuple[str, ...], str | None]
+# (spec v2, its topk > 1 rule, draft-extend graph width, recorder capture-safe, EAGLE-3 draft classes,
+# the simulated-acceptance variable)
+_PATH: tuple[tuple[str, _PathRow], ...] = (
+    ("0.4.3", (None, None, None, None, (), None)),
+    ("0.4.5", (None, None, None, None, _LLAMA3, OLD_SIMULATE)),
+    ("0.4.7", (None, None, WIDTH_DRAFT, False, _LLAMA3, OLD_SIMULATE)),
+    ("0.4.10", (None, None, WIDTH_TARGET, False, _LLAMA3, OLD_SIMULATE)),
+    ("0.5.3", (None, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.5", (V2_OPT_IN, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.7", (V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.11", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.12", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _MLA3, SIMULATE)),
+    ("0.5.13", (V2_ONLY, None, WIDTH_TARGET, False, _MLA3, SIMULATE)),
+)
+# SGLANG_ENABLE_SPEC_V2 is declared in environ.py from 0.5.5 through 0.5.13
+_SWITCH = (("0.4.3", False), ("0.5.5", True), ("0.5.14", False))
+_CONTEXT = (("0.4.3", CONTEXT_REFUSED), ("0.4.4", CONTEXT_OVERRIDDEN), ("0.5.1", CONTEXT_REFUSED))
+_STRETCH = (("0.4.3", False), ("0.5.3", True))
+
+
+def spec_path(version: str | None) -> SpecPath:
+    """The speculative path beyond capture; of the declared switches only the ones the rules judge are kept."""
+    first, (v2, topk, width, safe, classes, simulate) = _row(_PATH, version)
+    env: tuple[tuple[str, str, str], ...] = ()
+    if _row(_SWITCH, version)[1]:
+        env = ((SPEC_V2_ENV, "EnvBool", "False" if v2 == V2_OPT_IN else "True"),)
+    if simulate == SIMULATE:
+        env += ((SIMULATE, "EnvFloat", "-1"),)
+    context = _row(_CONTEXT, version)[1]
+    note = Note("version table", f"speculative path since {first}: spec v2 {v2 or 'absent'}"
+                + (f", topk > 1 {topk}" if topk else "") + (f", draft-extend graph sized from the {width}" if width
+                                                            else ""), assumed_from(nearest(version)))
+    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], simulate,
+                    (note,))
+
+
+_QWEN3VL = (("0.4.3", None), ("0.5.3", NO_SETTER), ("0.5.11", CAPTURED))
+_QWEN35 = (("0.4.3", None), ("0.5.9", NO_SETTER), ("0.5.11", LOST), ("0.5.22", CAPTURED))
+_MULTIMODAL: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "Qwen2_5_VLForConditionalGeneration": (("0.4.3", None), ("0.4.4", NO_SETTER), ("0.5.2", CAPTURED)),
+    "Qwen3VLForConditionalGeneration": _QWEN3VL,
+    "Qwen3VLMoeForConditionalGeneration": _QWEN3VL,
+    "Qwen3_5ForConditionalGeneration": _QWEN35,
+    "Qwen3_5MoeForConditionalGeneration": _QWEN35,
+}
+
+
+def multimodal(version: str | None, architecture: str) -> MultimodalCapture | None:
+    rows = _MULTIMODAL.get(architecture)
+    if rows is None:
+        return None
+    first, status = _row(rows, version)
+    if status is None:
+        return None
+    what = {NO_SETTER: "has no set_eagle3_layers_to_capture", LOST: "passes the ids where its language model "
+            "does not read them", CAPTURED: "passes the ids to its language model"}[status]
+    return MultimodalCapture(architecture, status, Note("version table", f"{architecture} (since {first}) {what}",
+                                                        assumed_from(nearest(version))))
+
+
+def first_captured(architecture: str, after: str | None) -> str | None:
+    """The first release read, after `after`, whose multimodal wrapper passes the ids on."""
+    at = version_key(nearest(after))
+    for first, status in _MULTIMODAL.get(architecture, ()):
+        if status == CAPTURED and version_key(first) > at:
+            return first
+    return None
