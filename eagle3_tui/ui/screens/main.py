@@ -18,6 +18,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.widget import MountError
 from textual.dom import DOMNode
 from textual.markup import escape
 from textual.message import Message
@@ -164,6 +165,10 @@ class MainScreen(Screen[None]):
         self._panes_mounting = True
         try:
             await self._mount_pane_widgets(live)
+        except MountError:
+            if not getattr(self.app, "quitting", False):
+                raise
+            # a quit (q, a signal) landed while the panes mounted: the screen is going away with them
         finally:
             self._panes_mounting = False
 
