@@ -18,12 +18,11 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widget import MountError
 from textual.dom import DOMNode
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.widget import MountError, Widget
 from textual.widgets import Footer, Label, TabbedContent, TabPane
 
 from eagle3_tui.ui import keys
