@@ -108,3 +108,36 @@ def test_several_servers_and_none_named_is_refused(tmp_path, demo_world, sim_ser
         assert "several SGLang servers run here" in r.stderr and "--port" in r.stderr, r.stderr
         assert f"port {a.port}" in r.stderr and f"port {b.port}" in r.stderr
     assert [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)] == before
+
+
+def test_pid_names_the_server(tmp_path, demo_world, sim_server):
+    a = sim_server(*ARGS, draft_dir=make_draft_dir(demo_world, tmp_path / "draft0"))
+    b = sim_server(*ARGS, draft_dir=make_draft_dir(demo_world, tmp_path / "draft1"))
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["localhost"]\nremote_python = "{sys.executable}"\nstate_dir = "{tmp_path}/state"\n'
+                    f"data_slots = {json.dumps(list(demo_world.slot_boundaries))}\nrestart_deadline_s = 60\n")
+    cfgs = [tmp_path / f"draft{i}" / "config.json" for i in (0, 1)]
+    before = [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)]
+    stranger = subprocess.Popen(["sleep", "60"])  # a process, not a server
+    try:
+        for pid in (stranger.pid, 999_999_999):
+            r = _cli(tmp_path, prof, "apply", PRESET, "--yes", "--pid", str(pid))
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert f"no SGLang server this console recognises runs with pid {pid}" in r.stderr, r.stderr
+            assert f"port {a.port}" in r.stderr and f"port {b.port}" in r.stderr and "nothing was changed" in r.stderr
+        r = _cli(tmp_path, prof, "restart", "--yes", "--pid", str(b.proc.pid), "--port", str(a.port))
+        assert r.returncode == 2 and f"not on port {a.port}" in r.stderr, r.stderr
+        assert [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)] == before
+
+        r = _cli(tmp_path, prof, "restart", "--yes", "--pid", str(b.proc.pid))
+        assert r.returncode == 0 and "server: ready" in r.stdout and f"port {b.port}" in r.stdout, r.stderr
+        assert b.proc.wait(30) is not None  # B was restarted (its old process is gone) ...
+        assert _snapshot(a, cfgs[0]) == before[0]  # ... and A left as it was
+    finally:
+        stranger.kill()
+        stranger.wait()
+        pidfile = b.log_path.parent / ".server.log.pid"
+        if pidfile.exists():  # B's relaunch: its command line does not name tmp_path
+            from eagle3_tui.remote.procgroup import stop_group
+
+            stop_group(int(pidfile.read_text()), 10.0)

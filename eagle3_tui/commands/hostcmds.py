@@ -25,6 +25,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         p = subparsers.add_parser(name, parents=[common], help=help_, description=help_)
         p.add_argument("--port", type=int, help="the server's port, when several servers run on the host")
+        p.add_argument("--pid", type=int, help="the server's pid (its main process or its group), when several "
+                       "servers run on the host")
         p.set_defaults(func=run, hostcmd=name)
         return p
 
@@ -87,6 +89,28 @@ def _profile(args: argparse.Namespace) -> Profile:
     return load_profile(args.host, args.profile, overrides, local=args.local)
 
 
+async def pin_pid(session: Session, pid: int | None) -> None:
+    """`--pid`: the server with that pid (its main process, or its process group) is the one this command
+    acts on, pinned by its port from here on; none there is refused, naming what runs (nothing changed)."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.session.discovery import discover
+
+    if pid is None:
+        return
+    await session.connect()
+    prof = session.profile
+    found = (await discover(session.host, log_path=prof.log_path, launch_command=prof.launch_command)).servers
+    match = next((s for s in found if pid in (s.pid, s.pgid)), None)
+    named = "; ".join(s.label for s in found) or "none"
+    if match is None:
+        raise UserError(f"no SGLang server this console recognises runs with pid {pid} on {prof.name} (servers "
+                        f"found: {named}); nothing was changed")
+    if prof.port is not None and prof.port != match.port:
+        raise UserError(f"pid {pid} is the server on port {match.port}, not on port {prof.port} as asked; "
+                        "nothing was changed")
+    prof.port = match.port
+
+
 def _confirm(args: argparse.Namespace, question: str) -> None:
     from eagle3_tui.errors import UserError
 
@@ -104,6 +128,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     session = Session(_profile(args), readonly=args.readonly)
     try:
+        await pin_pid(session, getattr(args, "pid", None))
         await session.attach()
         if session.recovered:
             print(f"eagle3-tui: warning: {session.recovered}", file=sys.stderr, flush=True)

@@ -88,6 +88,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
     p.add_argument("--port", type=int, help="the server's port, when several servers run on the host")
+    p.add_argument("--pid", type=int, help="the server's pid (its main process or its group), when several "
+                   "servers run on the host")
     p.add_argument("--grid", action="append", default=[], metavar="S,K,D",
                    help="a configuration to serve (repeatable; default: the standard grid)")
     p.add_argument("--best", type=int, metavar="N", help="serve only the N predicted best")
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from eagle3_tui.commands.hostcmds import _confirm, _profile
+    from eagle3_tui.commands.hostcmds import _confirm, _profile, pin_pid
     from eagle3_tui.eagle.spec_config import STANDARD_GRID
     from eagle3_tui.session import Session
     from eagle3_tui.session.sweep import Sweep
@@ -120,6 +122,7 @@ async def _run(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid) if args.grid else list(STANDARD_GRID)
     session = Session(_profile(args), readonly=args.readonly)
     try:
+        await pin_pid(session, args.pid)
         await session.attach()
         report = await _maybe_check(session, grid) if args.check else session.check
         _confirm(args, f"serve {min(len(grid), args.best or len(grid))} configurations in turn "

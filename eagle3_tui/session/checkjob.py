@@ -5,10 +5,18 @@ host's own Python and torch. So the check's zip application (eagle/shipped.py: t
 modules the check imports) is written to a fresh temp directory on the host, run there with the given
 interpreter, its JSON lines streamed back as events, and the directory removed. Cancelling the awaiting task closes the stream, and the
 host-side watchdog ends the job (research/ssh.md: closing a channel alone does not).
+
+The temp directory is made and owned by a small keeper process on the host (`_KEEPER`), started over
+its own channel before anything is copied: it removes the directory when its stdin reaches EOF, that
+is when this side closes the channel or when the connection dies with this process (SIGKILLed, a
+power cut, a cut network). So a killed check leaves no `eagle3-check-*` behind, whatever the moment;
+`leftovers.py` still sweeps what an older version left.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,10 +26,33 @@ from eagle3_tui.eagle import shipped
 from eagle3_tui.eagle.accuracy import CheckReport
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
+from eagle3_tui.remote.stream import ProcChannel
 from eagle3_tui.remote.types import RunResult
 from eagle3_tui.session.leftovers import remove_leftovers
 
-_MKTEMP = "import tempfile; print(tempfile.mkdtemp(prefix='eagle3-check-'))"
+# python -c _KEEPER: make the job's temp dir, print it, remove it at stdin EOF (or SIGHUP/SIGTERM); a job
+# still writing into it gets a few tries to be gone
+_KEEPER = (
+    "import os, shutil, signal, sys, tempfile, time\n"
+    "d = tempfile.mkdtemp(prefix='eagle3-check-')\n"
+    "def gone(*_):\n"
+    "    for _ in range(20):\n"
+    "        shutil.rmtree(d, ignore_errors=True)\n"
+    "        if not os.path.exists(d):\n"
+    "            break\n"
+    "        time.sleep(0.25)\n"
+    "    os._exit(0)\n"
+    "signal.signal(signal.SIGHUP, gone)\n"
+    "signal.signal(signal.SIGTERM, gone)\n"
+    "sys.stdout.write(d + '\\n')\n"
+    "sys.stdout.flush()\n"
+    "try:\n"
+    "    while os.read(0, 65536):\n"
+    "        pass\n"
+    "except OSError:\n"
+    "    pass\n"
+    "gone()\n"
+)
 _PRECHECK = (
     "import sys\n"
     "missing = []\n"
@@ -116,12 +147,39 @@ async def _precheck(host: Host, py: str) -> None:
                         f"and safetensors (give --remote-python with both installed)")
 
 
-async def _make_temp(host: Host, py: str) -> str:
-    made = await host.run([py, "-c", _MKTEMP], timeout=60)
-    tmp = made.stdout.strip()
-    if made.exit_code != 0 or not tmp.startswith("/"):
-        raise UserError(f"could not make a temp directory on {host.name}: {(made.stderr or made.stdout).strip()}")
-    return tmp
+class _TempDir:
+    """The job's temp directory on the host, held by its keeper (module doc); `close()` removes it."""
+
+    def __init__(self, host: Host, py: str) -> None:
+        self._host, self._py = host, py
+        self._chan: ProcChannel | None = None
+        self.path = ""
+
+    async def __aenter__(self) -> str:
+        self._chan = await self._host.open_channel([self._py, "-c", _KEEPER])
+        try:
+            line = await asyncio.wait_for(self._chan.readline(), 60)
+        except BaseException:
+            await self.close()
+            raise
+        self.path = line.strip()
+        if not self.path.startswith("/"):
+            why = self._chan.stderr_text().strip() or line.strip() or "no directory was printed"
+            self.path = ""
+            await self.close()
+            raise UserError(f"could not make a temp directory on {self._host.name}: {why}")
+        return self.path
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._chan is not None:
+            chan, self._chan = self._chan, None
+            with contextlib.suppress(Exception):
+                await chan.close()  # stdin EOF: the keeper removes the directory
+        if self.path:
+            await _remove(self._host, self.path)  # in case the keeper could not (gone already, or denied)
 
 
 class _Outcome:
@@ -181,9 +239,8 @@ async def run_check(
     py = python or host.python
     options = _with_profile_names(options)
     await _precheck(host, py)
-    tmp = await _make_temp(host, py)
-    await remove_leftovers(host, keep=tmp)  # folders of jobs killed before they could clean up
-    try:
+    async with _TempDir(host, py) as tmp:
+        await remove_leftovers(host, keep=tmp)  # folders an older version's killed jobs left
         await _ship(host, tmp)
         argv = check_argv(py, tmp, draft_dir=draft_dir, data_glob=data_glob, **options)
         outcome = _Outcome(on_event)
@@ -191,19 +248,14 @@ async def run_check(
             async for line in lines:
                 outcome.line(line)
         return outcome.result(host, lines.exit_code, lines.stderr)
-    finally:
-        await _remove(host, tmp)
 
 
 async def run_shipped(host: Host, python: str, argv_for: Callable[[str], list[str]], *, timeout: float = 120.0) -> RunResult:
     """A short job over the check's zip: shipped to a fresh temp dir on the host, `argv_for(zip path)`
     run there (cwd the dir), the dir removed. For quick looks (the data's first file), not the check."""
-    tmp = await _make_temp(host, python)
-    try:
+    async with _TempDir(host, python) as tmp:
         await _ship(host, tmp)
         return await host.run(argv_for(zip_path(tmp)), cwd=tmp, timeout=timeout)
-    finally:
-        await _remove(host, tmp)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,11 @@ such folder whose console is dead (`remove_dead_demo_folders`).
 
 Quitting the demo stops the server it started. A hang-up may leave no event loop to run the session's
 stop, so `emergency_stop` is synchronous and stops the local process group through
-`remote.procgroup.stop_group` (the one TERM, grace, KILL sequence). Nothing here imports torch: the
-world build runs in a thread.
+`remote.procgroup.stop_group` (the one TERM, grace, KILL sequence). Nothing here imports torch: a world
+not yet cached is built by a child process in its own group (`WorldBuild`), which a quit, a signal or
+a hang-up stops at once (a build in a thread of the console could not be stopped, and held the
+console's exit until it ended). Everything torch caches (`TORCHINDUCTOR_CACHE_DIR`) goes into the
+demo's own temp folder, removed with it.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import asyncio
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+from eagle3_tui.errors import UserError
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session import Session
 
@@ -80,17 +86,67 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def demo_boot(readonly: bool, state_root: Path) -> Callable[[Progress], Awaitable[Session]]:
+BUILD_STOP_GRACE_S = 1.0
+
+
+class WorldBuild:
+    """The demo world: the cached one, else built by `python -m eagle3_tui.sim.world ensure` in its own
+    process group, its lines shown as progress. `stop()` (synchronous: a hang-up's thread calls it)
+    ends a build under way; the world cache keeps nothing half-built (sim/world.py builds beside it
+    and renames, and the next build removes a killed one's folder)."""
+
+    def __init__(self) -> None:
+        self.pgid: int | None = None
+
+    async def world(self, progress: Progress) -> Any:
+        from eagle3_tui.sim.world import World, cached_world
+
+        found = await asyncio.to_thread(cached_world)
+        if found is not None:
+            return found
+        progress("building the demo world (first run trains a tiny draft: a minute or two)…")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-u", "-m", "eagle3_tui.sim.world", "ensure", stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        self.pgid = proc.pid
+        last = ""
+        try:
+            assert proc.stdout is not None
+            async for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    last = line
+                    progress(line)
+            rc = await proc.wait()
+        except BaseException:
+            self.stop()
+            raise
+        self.pgid = None
+        if rc != 0 or not last.startswith("/"):
+            raise UserError(f"the demo world could not be built (exit {rc}): {last}")
+        return World.load(Path(last))
+
+    def stop(self) -> None:
+        pgid, self.pgid = self.pgid, None
+        if pgid:
+            from eagle3_tui.remote.procgroup import stop_group
+
+            stop_group(pgid, BUILD_STOP_GRACE_S)
+
+
+def demo_boot(readonly: bool, state_root: Path, build: WorldBuild | None = None) -> Callable[[Progress], Awaitable[Session]]:
     """The coroutine that builds the demo's session, saying what it does through `progress`."""
 
     async def boot(progress: Progress) -> Session:
         from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
-        from eagle3_tui.sim.world import ensure_world
 
-        progress("building or reusing the demo world (first run trains a tiny draft: a minute or two)…")
-        world = await asyncio.to_thread(ensure_world, progress=progress)
+        # torch's compile caches (the world build, the sim server, a check) in this demo's folder
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(state_root / "torchinductor")
+        progress("building or reusing the demo world…")
+        world = await (build or WorldBuild()).world(progress)
         progress(f"demo world ready in {world.root}")
         profile = demo_profile(world, port=free_port(), state_dir=state_root)
+        profile.launch_env["TORCHINDUCTOR_CACHE_DIR"] = str(state_root / "torchinductor")
         progress(
             f"starting the sim server as SGLang {DEMO_SGLANG_VERSION} (a Qwen3 target, CUDA graphs on) with "
             "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1 and no layer-id key…"

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,7 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
     """The demo's boot, start and stop (eagle3_tui.session.demo), imported when each first runs. The
     boot makes the demo's temp folder in `temp_dir` (and removes dead demos' ones); cleanup removes it."""
     made: list[Path] = []
+    builds: list[Any] = []  # the world build under way (session.demo.WorldBuild): stopped by the cleanup
 
     async def boot(progress: Progress) -> Session:
         from eagle3_tui.session import demo
@@ -51,7 +53,20 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
         made.append(root)
         if removed:
             progress(f"removed {len(removed)} temp folder(s) left by demos that were killed")
-        return await demo.demo_boot(readonly, root)(progress)
+        build = demo.WorldBuild()
+        builds.append(build)
+        return await demo.demo_boot(readonly, root, build)(progress)
+
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # the demo's boot points it into its folder
+
+    def cleanup() -> None:
+        for build in builds:
+            build.stop()
+        remove(made)
+        if inductor is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor
 
     async def start(session: Session) -> None:
         from eagle3_tui.session import demo
@@ -73,7 +88,7 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
         start=start,
         on_exit=stop,
         hangup=hangup,
-        cleanup=lambda: remove(made),
+        cleanup=cleanup,
     )
 
 

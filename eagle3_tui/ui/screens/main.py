@@ -22,7 +22,7 @@ from textual.dom import DOMNode
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.widget import MountError, Widget
 from textual.widgets import Footer, Label, TabbedContent, TabPane
 
 from eagle3_tui.ui import keys
@@ -164,6 +164,10 @@ class MainScreen(Screen[None]):
         self._panes_mounting = True
         try:
             await self._mount_pane_widgets(live)
+        except MountError:
+            if not getattr(self.app, "quitting", False):
+                raise
+            # a quit (q, a signal) landed while the panes mounted: the screen is going away with them
         finally:
             self._panes_mounting = False
 
