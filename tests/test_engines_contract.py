@@ -198,11 +198,3 @@ def test_rewiring_a_draft_config(case: Case) -> None:
     assert e.captured_boundaries(json.loads(again), 12) == (2, 4, 5)
     assert len(again.splitlines()) == len(wired.splitlines())
     assert e.captures(json.loads(e.config_with_boundaries(again, None)), 12).source == "default"
-
-
-def test_relaunch_env(case: Case) -> None:
-    env = {"HOME": "/root", "HF_HOME": "/hf", "SGLANG_X": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    kept = case.engine.relaunch_env(env)
-    assert "HOME" not in kept and kept["HF_HOME"] == "/hf"
-    own = {"sglang": "SGLANG_X", "vllm": "VLLM_CPU_KVCACHE_SPACE"}[case.engine.name]
-    assert own in kept

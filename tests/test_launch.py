@@ -19,7 +19,6 @@ from eagle3_tui.sglang.launch import (
     is_launch_command,
     merge_config,
     parse_launch,
-    relaunch_env,
     render,
     with_flags,
 )
@@ -299,7 +298,3 @@ def test_config_yaml_positional_model_and_bad_files() -> None:
         "--json-model-override-args", '{"a": 1}', "--lora-paths", "x", "y"]
 
 
-def test_relaunch_keeps_sglang_and_legacy_sgl_variables() -> None:
-    env = {"SGLANG_LOG_MS": "1", "SGL_ENABLE_JIT_DEEPGEMM": "1", "NCCL_DEBUG": "INFO", "HF_HOME": "/hf",
-           "CUDA_VISIBLE_DEVICES": "0,1", "PYTHONPATH": "/p", "HOME": "/root", "SSH_AUTH_SOCK": "/tmp/a"}
-    assert relaunch_env(env) == {k: v for k, v in env.items() if k not in ("HOME", "SSH_AUTH_SOCK")}

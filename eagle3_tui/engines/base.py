@@ -180,10 +180,6 @@ class Engine(abc.ABC):
         """The draft config.json text that makes this engine capture `boundaries` (None: its default), with
         only the ids' text changed (a rewiring the operator confirms as a one-line diff)."""
 
-    @abc.abstractmethod
-    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The part of a server's environment a relaunch keeps."""
-
     def captured_boundaries(self, draft_config: Mapping[str, Any], num_layers: int) -> tuple[int, ...]:
         return self.captures(draft_config, num_layers).boundaries
 

@@ -145,6 +145,3 @@ class SGLangEngine(Engine):
     def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
         ids = None if boundaries is None else wiring.boundaries_to_sglang_ids(boundaries)
         return draft_config.set_layer_ids(text, ids)
-
-    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        return sl.relaunch_env(dict(environ))

@@ -128,6 +128,3 @@ class VLLMEngine(Engine):
         # the top-level key: vLLM reads it before eagle_config's, and speculators writes it
         ids = None if boundaries is None else capture.boundaries_to_ids(boundaries)
         return draft_config.set_top_level_layer_ids(text, ids)
-
-    def relaunch_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        return vl.relaunch_env(dict(environ))

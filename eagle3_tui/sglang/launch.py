@@ -54,10 +54,6 @@ SHORT_NAMES = {"steps": "num_steps", "topk": "eagle_topk", "draft_tokens": "num_
 
 _SPELLING_TO_FIELD = {s: name for name, spellings in FLAG_SPELLINGS.items() for s in spellings}
 
-# Variables a relaunch keeps: SGLang's own (SGLANG_*, and the legacy SGL_* still read by older
-# releases), NCCL's and Hugging Face's.
-RELAUNCH_ENV_PREFIXES = ("SGLANG_", "SGL_", "NCCL_", "HF_")
-RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH"})
 
 KIND_LAUNCH_SERVER = "sglang.launch_server"
 KIND_SERVE = "sglang serve"
@@ -338,11 +334,6 @@ def _drop_flag(tokens: list[str], flag: str) -> list[str]:
             out.append(tok)
         i += 1
     return out
-
-
-def relaunch_env(environ: dict[str, str]) -> dict[str, str]:
-    """The server's environment a relaunch keeps (SGLANG_*, legacy SGL_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES, PYTHONPATH)."""
-    return {k: v for k, v in environ.items() if k in RELAUNCH_ENV_NAMES or k.startswith(RELAUNCH_ENV_PREFIXES)}
 
 
 def auto_choice(algorithm: str, target_arch: str | None) -> tuple[int, int, int]:

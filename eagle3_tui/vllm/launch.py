@@ -38,9 +38,6 @@ FLAG_SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 INT_FIELDS = frozenset({"port", "tp_size", "dp_size"})
 _SPELLING_TO_FIELD = {s: name for name, spellings in FLAG_SPELLINGS.items() for s in spellings}
-# Variables a relaunch keeps: vLLM's own, Hugging Face's and the device selection.
-RELAUNCH_ENV_PREFIXES = ("VLLM_", "HF_", "NCCL_", "OMP_")
-RELAUNCH_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "PYTHONPATH", "TRANSFORMERS_OFFLINE", "LD_PRELOAD"})
 
 
 @dataclass(frozen=True)
@@ -301,8 +298,3 @@ def with_config_argv(args: LaunchArgs, config_argv: Sequence[str]) -> LaunchArgs
     view = parse_launch([*args.program, *cfg, *rest], positional=False)
     typed = {name: getattr(view, name) for name in FLAG_SPELLINGS if name != "config_path"}
     return replace(args, config_argv=cfg, **typed)
-
-
-def relaunch_env(environ: dict[str, str]) -> dict[str, str]:
-    """The server's environment a relaunch keeps (VLLM_*, HF_*, NCCL_*, OMP_*, device selection, PYTHONPATH)."""
-    return {k: v for k, v in environ.items() if k in RELAUNCH_ENV_NAMES or k.startswith(RELAUNCH_ENV_PREFIXES)}
