@@ -272,7 +272,7 @@ def test_copy_all_layer_kv_cache(sk):
     strides = torch.tensor([b.stride(0) * b.element_size() for b in bufs], dtype=torch.int64)
     before = [b.clone() for b in bufs]
     sk.copy_all_layer_kv_cache_cpu(ptrs, strides, torch.tensor([0, 1]), torch.tensor([1, 5]))
-    for b, old in zip(bufs, before):
+    for b, old in zip(bufs, before, strict=True):
         assert b[0].tolist() == old[1].tolist() and b[1].tolist() == old[5].tolist()
         assert torch.equal(b[2:], old[2:])
 
@@ -283,9 +283,9 @@ def test_import_only_ops_say_what_they_are(sk):
 
 
 def test_the_product_never_imports_the_stand_ins():
+    # The product names the support folder on a server's PYTHONPATH (session/real_sglang.py), nothing more.
+    import re
+
     root = Path(__file__).resolve().parents[1] / "eagle3_tui"
-    offenders = [
-        str(p) for p in root.rglob("*.py")
-        if "import sgl_kernel" in p.read_text() or "from sgl_kernel" in p.read_text() or "cpu_support" in p.read_text()
-    ]
-    assert offenders == []
+    imports = re.compile(r"^\s*(import|from)\s+(sgl_kernel|sitecustomize|engines)\b", re.M)
+    assert [str(p) for p in root.rglob("*.py") if imports.search(p.read_text())] == []

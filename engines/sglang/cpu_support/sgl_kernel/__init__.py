@@ -25,6 +25,7 @@ from .spec import (
 )
 
 __all__ = [
+    "SCHEMAS",
     "assign_draft_cache_locs_contiguous_cpu",
     "assign_extend_cache_locs_cpu",
     "assign_req_to_token_pool_cpu",
@@ -35,7 +36,6 @@ __all__ = [
     "fill_bonus_tokens_cpu",
     "rotate_input_ids_cpu",
     "verify_tree_greedy_cpu",
-    "SCHEMAS",
 ]
 
 # Schemas follow the arguments the 0.5.23 callers pass (see each body in ops.py); (a!) marks what the

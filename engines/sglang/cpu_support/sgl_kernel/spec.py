@@ -47,17 +47,8 @@ def build_tree_kernel_efficient_cpu(
         flat_pos[b * d] = seq_len
         for i in range(d - 1, 0, -1):
             r_index[b, i] = b * d + i
-            parent_tb_idx = sel[i - 1] // topk
-            parent_position = 0
-            found = parent_tb_idx == 0
-            if not found:
-                parent_token_idx = par[parent_tb_idx]
-                for pp in range(d - 1):
-                    if sel[pp] == parent_token_idx:
-                        parent_position = pp + 1
-                        found = True
-                        break
-            if found:
+            parent_position = _parent_position(sel, par, sel[i - 1] // topk, d)
+            if parent_position is not None:
                 nxt = int(r_next[b, parent_position])
                 r_next[b, parent_position] = i
                 if nxt != -1:
@@ -70,25 +61,39 @@ def build_tree_kernel_efficient_cpu(
                 token_tree_idx = d * d * b + d * x + 1
             flat_mask[token_tree_idx - 1] = True
             flat_mask[token_tree_idx : token_tree_idx + d - 1] = False
-            if x == 0:
-                continue
-            cur = x - 1
-            position = 0
-            for _ in range(depth):
-                position += 1
-                flat_mask[token_tree_idx + cur] = True
-                parent_tb_idx = sel[cur] // topk
-                if parent_tb_idx == 0:
-                    break
-                parent_token_idx = par[parent_tb_idx]
-                for cp in range(d - 1):
-                    if sel[cp] == parent_token_idx:
-                        cur = cp
-                        break
-                else:
-                    break
-            flat_pos[b * d + x] = position + seq_len
+            if x > 0:
+                flat_pos[b * d + x] = seq_len + _mark_path(flat_mask, token_tree_idx, x - 1, sel, par, topk, depth, d)
         prefix_sum += seq_len
+
+
+def _parent_position(sel: list, par: list, parent_tb_idx: int, d: int) -> int | None:
+    """Where a draft token's parent sits in the tree (0 = the root), None when it is not among the selected."""
+    if parent_tb_idx == 0:
+        return 0
+    parent_token_idx = par[parent_tb_idx]
+    for pp in range(d - 1):
+        if sel[pp] == parent_token_idx:
+            return pp + 1
+    return None
+
+
+def _mark_path(flat_mask: torch.Tensor, row: int, cur: int, sel: list, par: list, topk: int, depth: int, d: int) -> int:
+    """Mark draft token cur+1 and its ancestors in its mask row (the triton kernel's inner loop); its depth."""
+    position = 0
+    for _ in range(depth):
+        position += 1
+        flat_mask[row + cur] = True
+        parent_tb_idx = sel[cur] // topk
+        if parent_tb_idx == 0:
+            break
+        parent_token_idx = par[parent_tb_idx]
+        for cp in range(d - 1):
+            if sel[cp] == parent_token_idx:
+                cur = cp
+                break
+        else:
+            break
+    return position
 
 
 def verify_tree_greedy_cpu(
@@ -103,7 +108,7 @@ def verify_tree_greedy_cpu(
 ) -> None:
     """`kernels/ops/speculative/spec_tree.py` verify_tree_greedy_kernel_triton: walk each request's tree from
     the root, accepting the child whose draft token equals the target's greedy token, in place."""
-    bs, num_draft = candidates.shape
+    bs, _num_draft = candidates.shape
     num_spec = accept_index.shape[1]
     flat_target = target_predict.reshape(-1)
     flat_pred = predicts.view(-1)
@@ -112,7 +117,7 @@ def verify_tree_greedy_cpu(
         accept_index[b, 0] = last
         accepted = 0
         cur = 0
-        for j in range(1, num_spec):
+        for _j in range(1, num_spec):
             cur = int(retrive_next_token[b, cur])
             target = int(flat_target[last])
             matched = False
@@ -260,8 +265,8 @@ def copy_all_layer_kv_cache_cpu(
     """`kernels/ops/kvcache/cache_move.py` copy_all_layer_kv_cache_tiled: for every buffer (base address
     data_ptrs[b], row size strides[b] bytes), row src_loc[k] is copied over row tgt_loc[k]. All sources are
     read before any target is written, as the tiled kernel's single load/store does."""
-    pairs = list(zip(tgt_loc.tolist(), src_loc.tolist()))
-    for base, stride in zip(data_ptrs.tolist(), strides.tolist()):
+    pairs = list(zip(tgt_loc.tolist(), src_loc.tolist(), strict=False))
+    for base, stride in zip(data_ptrs.tolist(), strides.tolist(), strict=False):
         rows = [ctypes.string_at(base + s * stride, stride) for _, s in pairs]
-        for (t, _), raw in zip(pairs, rows):
+        for (t, _), raw in zip(pairs, rows, strict=False):
             ctypes.memmove(base + t * stride, raw, stride)
