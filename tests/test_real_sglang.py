@@ -164,3 +164,131 @@ def test_greedy_outputs_equal_sglangs_own_torch_native_path(real_sglang, real_sg
             assert _generate(native, p, 48)["output_ids"] == _generate(real_sglang, p, 48)["output_ids"], p
     finally:
         native.stop()
+
+
+# ------------------------------------------------------------------ servers of their own
+
+
+def _own_profile(real, world, tmp_path: Path, **flags) -> Profile:
+    """The demo's real-SGLang profile (the seeds' broken flags unless `flags` says otherwise), launched by
+    the session's one launch path, its log at state/server.log."""
+    from eagle3_tui.session.real_sglang import demo_profile, server_argv
+    from tests.plugins.ports import free_port
+
+    profile = demo_profile(world, real, port=free_port(), state_dir=tmp_path / "demo")
+    if flags:
+        profile.launch_command = server_argv(real, target=world.target_dir, draft=profile.draft_path,
+                                             port=profile.port or 0, decode_log_interval=10, **flags)
+    profile.demo = False
+    return profile
+
+
+async def _stop(session: Session) -> None:
+    try:
+        if not session.restarting:
+            await session.refresh_servers()
+        if session.server.pgid and not session.restarting:
+            await session.stop_server()
+    finally:
+        await session.close()
+
+
+@pytest.mark.timeout(900)  # two real starts and two benchmarks on a shared 2-core machine
+async def test_preset_restart_rollback_and_a_killed_scheduler(real_sglang_env, demo_world, tmp_path):
+    """The story on 0.5.23: default wiring -> `wiring-mismatch`; `train-[:-1]` applied and the REAL server
+    restarted by the one restart path with its environment; the accept length rises as the check predicts;
+    rollback restores the draft config byte for byte; a SIGKILLed scheduler is named from SGLang's lines."""
+    import os
+    import signal
+
+    session = Session(_own_profile(real_sglang_env, demo_world, tmp_path, steps=3, topk=1, draft_tokens=4))
+    bench = {"num_prompts": 2, "concurrency": 2, "max_tokens": 40}
+    try:
+        await session.attach()
+        await session.start_server()
+        assert session.server.state == "ready" and session.server.version == "0.5.23"
+        by_id = {f.rule_id: f for f in await session.refresh_findings()}
+        assert "wiring-mismatch" in by_id, sorted(by_id)
+        config = Path(session.target.draft_config_path)
+        original = config.read_bytes()
+        before = await session.benchmark(**bench)
+
+        plan = await session.plan_apply("train-[:-1]")
+        assert plan.ok, plan.problems
+        await session.apply(plan)
+        s = session.server
+        assert s.state == "ready" and s.boundaries == tuple(demo_world.slot_boundaries[:-1])
+        # the relaunch kept what the server needs: still EAGLE-3 on intel_amx (not torch_native)
+        info = await session.poll_server_info()
+        assert info["attention_backend"] == "intel_amx", "the relaunch lost SGLANG_*/PYTHONPATH/OMP_NUM_THREADS"
+        assert "wiring-mismatch" not in {f.rule_id for f in await session.refresh_findings()}
+        after = await session.benchmark(**bench)
+        assert after.accept_len > before.accept_len, (before.accept_len, after.accept_len)
+        # the check's prediction for the trained wiring vs the default one points the same way
+        m = demo_world.metrics
+        assert m["trained"]["predicted_accept_len"] > m["default"]["predicted_accept_len"]
+        print(f"\nreal 0.5.23 accept length {before.accept_len:.2f} -> {after.accept_len:.2f} "
+              f"(check predicts {m['default']['predicted_accept_len']:.2f} -> {m['trained']['predicted_accept_len']:.2f})")
+
+        await session.rollback()
+        assert session.server.state == "ready" and config.read_bytes() == original
+
+        # the scheduler child SIGKILLed: SGLang's own lines name the failure
+        sched = [int(c) for t in Path(f"/proc/{session.server.pid}/task").iterdir()
+                 for c in (t / "children").read_text().split()
+                 if Path(f"/proc/{c}/cmdline").read_bytes().startswith(b"sglang::scheduler")]
+        assert sched
+        os.kill(sched[0], signal.SIGKILL)
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 90
+        while session.server.state != "failed":
+            assert loop.time() < deadline, session.server
+            await asyncio.sleep(0.3)
+        assert session.server.message and session.server.log_tail
+    finally:
+        await _stop(session)
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _in_group(p, session.server.pgid)]
+
+
+def _in_group(proc: Path, pgid: int | None) -> bool:
+    try:
+        return pgid is not None and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize(
+    ("case", "expect"),
+    [("missing-draft", r"draft|not found|does not exist|No such file"), ("port-in-use", r"address|in use|port")],
+)
+async def test_a_server_that_fails_at_start_ends_in_one_sentence(real_sglang_env, demo_world, tmp_path, case, expect):
+    import socket
+
+    from eagle3_tui.session import RestartFailed
+
+    profile = _own_profile(real_sglang_env, demo_world, tmp_path, steps=3, topk=1, draft_tokens=4)
+    argv = list(profile.launch_command or [])
+    holder = None
+    if case == "missing-draft":
+        argv[argv.index("--speculative-draft-model-path") + 1] = str(tmp_path / "no-such-draft")
+    else:
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", profile.port or 0))
+        holder.listen()
+    profile.launch_command = argv
+    session = Session(profile)
+    try:
+        await session.attach()
+        with pytest.raises((RestartFailed, Exception)) as err:
+            await session.start_server()
+        text = f"{err.value} {session.server.message}"
+        assert re.search(expect, text, re.I), text
+        assert "\n" not in str(err.value).strip()
+    finally:
+        await _stop(session)
+        if holder is not None:
+            holder.close()
+    pgid = session.server.pgid
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _in_group(p, pgid)]
