@@ -53,10 +53,12 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
-test: lint
+test: lint sglang
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not real_sglang"
+	# The real-SGLang lane on its own, in one worker: real servers take ~2.3 GB and a core each.
+	EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 $(BIN)/python -m pytest -q -n 0 -m real_sglang
 
 bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
