@@ -227,6 +227,8 @@ async def test_preset_restart_rollback_and_a_killed_scheduler(real_sglang_env, d
         # the check's prediction for the trained wiring vs the default one points the same way
         m = demo_world.metrics
         assert m["trained"]["predicted_accept_len"] > m["default"]["predicted_accept_len"]
+        assert after.accept_len == pytest.approx(m["trained"]["predicted_accept_len"], rel=0.15)
+        assert before.accept_len == pytest.approx(m["default"]["predicted_accept_len"], rel=0.15)
         print(f"\nreal 0.5.23 accept length {before.accept_len:.2f} -> {after.accept_len:.2f} "
               f"(check predicts {m['default']['predicted_accept_len']:.2f} -> {m['trained']['predicted_accept_len']:.2f})")
 
@@ -238,6 +240,8 @@ async def test_preset_restart_rollback_and_a_killed_scheduler(real_sglang_env, d
                  for c in (t / "children").read_text().split()
                  if Path(f"/proc/{c}/cmdline").read_bytes().startswith(b"sglang::scheduler")]
         assert sched
+        events: list = []
+        session.add_listener(events.append)
         os.kill(sched[0], signal.SIGKILL)
         import asyncio
 
@@ -247,6 +251,10 @@ async def test_preset_restart_rollback_and_a_killed_scheduler(real_sglang_env, d
             assert loop.time() < deadline, session.server
             await asyncio.sleep(0.3)
         assert session.server.message and session.server.log_tail
+        # SGLang 0.5.23's own line names it: "Subprocess scheduler_0 (pid=N) crashed with exit code -9. ..."
+        said = " ".join(map(str, events)) + " ".join(session.server.log_tail)
+        assert "crashed with exit code -9" in said, said[-2000:]
+        assert any("sigquit: Subprocess scheduler_0" in str(e) for e in events) or "crashed" in session.server.message
     finally:
         await _stop(session)
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _in_group(p, session.server.pgid)]
