@@ -112,6 +112,7 @@ class ServerArgs:
     random_seed: int
     device: str = "cpu"
     disable_cuda_graph: bool = True
+    attention_backend: str | None = None  # echoed in /server_info as SGLang does (held to 0.5.23 by a test)
     skip_server_warmup: bool = False
     api_key: str | None = None
     ssl_keyfile: str | None = None
@@ -192,6 +193,7 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
         random_seed=ns.random_seed if ns.random_seed is not None else 0,
         device=sim_device(ns),
         disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,
+        attention_backend=ns.attention_backend,
         sglang_version=ns.sglang_version or SGLANG_VERSION,
         api_key=ns.api_key,
         ssl_keyfile=ns.ssl_keyfile,
