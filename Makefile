@@ -16,7 +16,7 @@ TEST_WORKERS ?= logical
 # Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
 TORCH_PIP_ARGS ?=
 
-.PHONY: venv vllm demo test lint bench clean
+.PHONY: venv vllm sglang demo test lint bench clean
 
 # setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
 $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
@@ -39,6 +39,11 @@ venv: $(BIN)/eagle3-tui
 vllm:
 	PYTHON=$(PYTHON) engines/vllm/build
 
+# Real SGLang 0.5.23 on this CPU in its own venv (the real_sglang test lane, `--demo --engine sglang`);
+# rebuilt only when engines/sglang/requirements.txt or constraints.txt change.
+sglang:
+	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" PYTHON=$(PYTHON) engines/sglang/build_venv.sh
+
 demo: venv
 	$(BIN)/eagle3-tui --demo
 
@@ -48,13 +53,15 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
-test: lint
+test: lint sglang
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not real_sglang"
+	# The real-SGLang lane on its own, in one worker: real servers take ~2.3 GB and a core each.
+	EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 $(BIN)/python -m pytest -q -n 0 -m real_sglang
 
 bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .venv-vllm .venv-sglang build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"eagle3-tui {__version__}")
     parser.add_argument("--demo", action="store_true", help="open the console on the built-in demo world")
+    parser.add_argument(
+        "--engine",
+        choices=("sim", "sglang"),
+        default="sim",
+        help="what serves the demo world: the built-in sim (default) or real SGLang 0.5.23 on this CPU "
+        "(built by `make sglang`)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"eagle3_tui.commands.{name}").register(sub, common)

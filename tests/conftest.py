@@ -12,6 +12,8 @@ from tests.plugins.real_vllm import *  # noqa: F403
 from tests.plugins.sshd import *  # noqa: F403
 from tests.plugins.world import *  # noqa: F403
 
+pytest_plugins = ["tests.plugins.real_sglang"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path, monkeypatch):

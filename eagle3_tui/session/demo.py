@@ -26,11 +26,14 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session import Session
+
+if TYPE_CHECKING:
+    from eagle3_tui.profile import Profile
 
 Progress = Callable[[str], None]
 
@@ -134,8 +137,11 @@ class WorldBuild:
             stop_group(pgid, BUILD_STOP_GRACE_S)
 
 
-def demo_boot(readonly: bool, state_root: Path, build: WorldBuild | None = None) -> Callable[[Progress], Awaitable[Session]]:
-    """The coroutine that builds the demo's session, saying what it does through `progress`."""
+def demo_boot(
+    readonly: bool, state_root: Path, build: WorldBuild | None = None, engine: str = "sim"
+) -> Callable[[Progress], Awaitable[Session]]:
+    """The coroutine that builds the demo's session, saying what it does through `progress`. `engine`
+    "sglang" serves the world with real SGLang 0.5.23 from `.venv-sglang` (session.real_sglang)."""
 
     async def boot(progress: Progress) -> Session:
         from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
@@ -145,6 +151,8 @@ def demo_boot(readonly: bool, state_root: Path, build: WorldBuild | None = None)
         progress("building or reusing the demo world…")
         world = await (build or WorldBuild()).world(progress)
         progress(f"demo world ready in {world.root}")
+        if engine == "sglang":
+            return Session(await asyncio.to_thread(_real_sglang_profile, world, state_root, progress), readonly=readonly)
         profile = demo_profile(world, port=free_port(), state_dir=state_root)
         profile.launch_env["TORCHINDUCTOR_CACHE_DIR"] = str(state_root / "torchinductor")
         progress(
@@ -154,6 +162,20 @@ def demo_boot(readonly: bool, state_root: Path, build: WorldBuild | None = None)
         return Session(profile, readonly=readonly)
 
     return boot
+
+
+def _real_sglang_profile(world: Any, state_root: Path, progress: Progress) -> Profile:
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.session import real_sglang
+
+    real = real_sglang.find_real_sglang()
+    if real is None:
+        raise UserError(real_sglang.MISSING)
+    progress(
+        f"starting real SGLang {real_sglang.SGLANG_VERSION} on this CPU (ready in about 30 s) with "
+        "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1 and no layer-id key…"
+    )
+    return real_sglang.demo_profile(world, real, port=free_port(), state_dir=state_root)
 
 
 async def attach_and_start(session: Session) -> None:

@@ -477,6 +477,11 @@ _FAILURES: tuple[tuple[str, str], ...] = (
     # It SIGQUITs the parent 5 s later, so it comes before the sigquit line that follows it.
     ("atchdog timeout (self.watchdog_timeout=", "watchdog-timeout"),
     ("Received sigquit from a child process", "sigquit"),
+    # 0.5.23 srt/utils (the parent's child watcher) when a child dies, e.g. a SIGKILLed scheduler:
+    # "Subprocess scheduler_0 (pid=N) crashed with exit code -9. Triggering SIGQUIT for cleanup...", then
+    # "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+    (") crashed with exit code ", "sigquit"),
+    ("It usually means one child failed.", "sigquit"),
     # model_config.py `_derive_context_length` raising (0.5.6, 0.5.23): the refusal, not a CUDA error
     ("To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "context-length"),
     ("Initialization failed", "init-failed"),

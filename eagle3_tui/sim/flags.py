@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--disable-cuda-graph", action="store_true")
+    # SGLang's own flags for a CPU server (0.5.23 on CPU needs both: research real_engines.md)
+    p.add_argument("--device", default=None, choices=["cuda", "cpu"])
+    p.add_argument("--max-total-tokens", type=int, default=None)
     p.add_argument("--cuda-graph-max-bs", type=int, default=None)
     p.add_argument("--attention-backend", default=None)
     p.add_argument("--page-size", type=int, default=1)
@@ -109,6 +112,7 @@ class ServerArgs:
     random_seed: int
     device: str = "cpu"
     disable_cuda_graph: bool = True
+    attention_backend: str | None = None  # echoed in /server_info as SGLang does (held to 0.5.23 by a test)
     skip_server_warmup: bool = False
     api_key: str | None = None
     ssl_keyfile: str | None = None
@@ -187,14 +191,20 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
         chunked_prefill_size=ns.chunked_prefill_size,
         log_level=ns.log_level,
         random_seed=ns.random_seed if ns.random_seed is not None else 0,
-        device="cuda" if ns.sglang_version else "cpu",
+        device=sim_device(ns),
         disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,
+        attention_backend=ns.attention_backend,
         sglang_version=ns.sglang_version or SGLANG_VERSION,
         api_key=ns.api_key,
         ssl_keyfile=ns.ssl_keyfile,
         ssl_certfile=ns.ssl_certfile,
         warnings=warnings,
     )
+
+
+def sim_device(ns: argparse.Namespace) -> str:
+    """`--device`, else cuda for a versioned sim (it plays a GPU server), cpu for the plain one."""
+    return str(ns.device or ("cuda" if ns.sglang_version else "cpu"))
 
 
 def args_dict(args: ServerArgs) -> dict[str, Any]:

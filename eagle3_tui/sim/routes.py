@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = {
             **args_dict(self.sim.args),
             "max_total_num_tokens": MAX_TOTAL_NUM_TOKENS,
-            "max_req_input_len": CONTEXT_LEN - 1,
+            "max_req_input_len": (self.sim.args.context_length or CONTEXT_LEN) - 1,
             "internal_states": [self.sim.scheduler.internal_state()],
             "version": self.sim.args.sglang_version,
             "sim": {

@@ -35,7 +35,7 @@ from typing import Any
 
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.sim import nodes
-from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args, log_style
+from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args, log_style, sim_device
 from eagle3_tui.sim.logfmt import LogWriter, start_line
 from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
 from eagle3_tui.sim.routes import handler_for
@@ -115,7 +115,7 @@ def _announce(engine: Any, args: ServerArgs, log: LogWriter, t0: float) -> None:
     log.write(
         f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size={args.chunked_prefill_size or 8192}, "
         f"max_prefill_tokens=16384, max_running_requests={args.max_running_requests or 64}, "
-        f"context_len={CONTEXT_LEN}, available_gpu_mem=126.00 GB",
+        f"context_len={args.context_length or CONTEXT_LEN}, available_gpu_mem=126.00 GB",
         scheduler=True,
     )
     if engine.plan is not None:
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     versioned = bool(ns.sglang_version)
     log = LogWriter(sys.stderr, style=log_style(ns), access_stream=sys.stdout,
-                    device="cuda" if versioned else "cpu", graph=versioned and not ns.disable_cuda_graph)
+                    device=sim_device(ns), graph=versioned and not ns.disable_cuda_graph)
     bad_nodes = nodes.check_flags(ns)
     if bad_nodes:
         log.write(f"Error: {bad_nodes}")

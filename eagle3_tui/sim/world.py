@@ -177,6 +177,7 @@ def _write_files(dest: Path, recipe: Any, target: Any, draft: Any, train_cap: An
     from safetensors.torch import save_file
 
     from eagle3_tui.sim import train as T
+    from eagle3_tui.sim.hf_tokenizer import write_hf_tokenizer
     from eagle3_tui.sim.tokenizer import ByteTokenizer
 
     target_dir = dest / "target"
@@ -184,6 +185,7 @@ def _write_files(dest: Path, recipe: Any, target: Any, draft: Any, train_cap: An
     _save_json(target_dir / "config.json", T.target_config(recipe))
     save_file({k: v.contiguous() for k, v in target.state_dict().items()}, str(target_dir / "model.safetensors"))
     (target_dir / "tokenizer.json").write_text(ByteTokenizer().to_json() + "\n")
+    write_hf_tokenizer(target_dir)
     draft_dir = dest / "draft"
     draft_dir.mkdir(exist_ok=True)
     _save_json(draft_dir / "config.json", T.draft_config(recipe))

@@ -40,7 +40,7 @@ async def close(session: Session) -> None:
     await session.close()
 
 
-def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
+def demo_lifecycle(readonly: bool, temp_dir: Path | None = None, engine: str = "sim") -> Lifecycle:
     """The demo's boot, start and stop (eagle3_tui.session.demo), imported when each first runs. The
     boot makes the demo's temp folder in `temp_dir` (and removes dead demos' ones); cleanup removes it."""
     made: list[Path] = []
@@ -55,7 +55,7 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None) -> Lifecycle:
             progress(f"removed {len(removed)} temp folder(s) left by demos that were killed")
         build = demo.WorldBuild()
         builds.append(build)
-        return await demo.demo_boot(readonly, root, build)(progress)
+        return await demo.demo_boot(readonly, root, build, engine=engine)(progress)
 
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # the demo's boot points it into its folder
 
@@ -101,7 +101,14 @@ def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Call
     """The app for these CLI args (through `make_app`), and a cleanup to run after it exits."""
     readonly = bool(getattr(args, "readonly", False))
     if getattr(args, "demo", False):
-        lifecycle = demo_lifecycle(readonly)
+        engine = str(getattr(args, "engine", "sim") or "sim")
+        if engine == "sglang":
+            from eagle3_tui.errors import UserError
+            from eagle3_tui.session.real_sglang import MISSING, find_real_sglang
+
+            if find_real_sglang() is None:
+                raise UserError(MISSING)
+        lifecycle = demo_lifecycle(readonly, engine=engine)
         app = make_app(lifecycle=lifecycle, hint=DEMO_HINT, **options)
         return app, lifecycle.cleanup or (lambda: None)
 
