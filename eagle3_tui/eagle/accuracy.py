@@ -590,7 +590,7 @@ def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forward
                          note=w.note, source=w.source)
         if w.runnable:
             runs = unique[w.slots]
-            _fill(r, *(runs[i] for i in pick), report.other_by, trained_differs=served != trained)
+            _fill(r, (runs[pick[0]], runs[pick[1]], runs[pick[2]]), report.other_by, trained_differs=served != trained)
             if w.slots in first and not r.note:
                 r.note = f"same slots as {first[w.slots]}"
             first.setdefault(w.slots, w.name)
@@ -606,8 +606,10 @@ def _numbers(res: WiringResult) -> dict:
             "predicted_accept_len": res.predicted_accept_len}
 
 
-def _fill(r: WiringResult, served: WiringResult, other: WiringResult, trained: WiringResult, other_by: str,
+def _fill(r: WiringResult, results: tuple[WiringResult, WiringResult, WiringResult], other_by: str,
           *, trained_differs: bool) -> None:
+    """`results`: the (served, other, trained) forwards' measurements of one wiring."""
+    served, other, trained = results
     r.top1, r.top5, r.step_accept = served.top1, served.top5, served.step_accept
     r.predicted_accept_len, r.tokens_per_s = served.predicted_accept_len, served.tokens_per_s
     r.positions, r.chain_positions = served.positions, served.chain_positions
