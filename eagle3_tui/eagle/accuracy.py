@@ -537,8 +537,8 @@ def served_forward(trained: Any, cfg: dict, loader: tr.ServedLoader) -> Any:
         scaling = scaling and cfg.get("rope_scaling") is not None
         if cfg.get("rope_theta") is None and cfg["rope_parameters"].get("rope_theta") not in (None, 10000.0):
             theta = 10000.0
-    elif cfg.get("rope_scaling") is None:
-        scaling = trained.rope_scaling  # nothing to scale
+    if cfg.get("rope_scaling") is None and _drafter_module().rope_config(cfg)[1] is None:
+        scaling = trained.rope_scaling  # nothing to scale (transformers 5's default rope_parameters included)
     layers = cfg.get("num_hidden_layers")
     many = isinstance(layers, int) and layers > 1
     return _drafter_module().DraftForward(
