@@ -266,7 +266,7 @@ def vllm_chain(report: CheckReport) -> tuple[str, list[float]] | None:
     want = (report.steps, 1, report.steps + 1)
     rates = list(w.step_accept)
     for row in report.predictions:
-        if (row.get("wiring") == w.name and (row.get("steps"), row.get("topk"), row.get("draft_tokens")) == want
+        if (row.get("boundaries") == w.boundaries and (row.get("steps"), row.get("topk"), row.get("draft_tokens")) == want
                 and row.get("depth_accept")):
             rates = [float(a) for a in row["depth_accept"]]
     return w.name, chain_positions(rates)
