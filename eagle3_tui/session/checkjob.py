@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,8 @@ def check_argv(
     batch_tokens: int | None = None,
     threads: int | None = None,
     predict: Sequence[Sequence[int]] = (),
+    served_loader: Mapping[str, Any] | None = None,
+    other_loader: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The command line on the host; every value is one argv element (data, never shell text)."""
     argv = [python, "-u", zip_path(job_dir), "--no-stdin-watch",
@@ -122,6 +124,10 @@ def check_argv(
         argv += ["--threads", str(int(threads))]
     for cfg in predict:  # (steps, topk, draft tokens)
         argv += ["--predict", ",".join(str(int(x)) for x in cfg)]
+    # the serving engine's draft loader (eagle/trainers.py ServedLoader.to_dict), whose numbers lead
+    for flag, loader in (("--served-loader", served_loader), ("--other-loader", other_loader)):
+        if loader is not None:
+            argv.append(f"{flag}={json.dumps(dict(loader), sort_keys=True)}")
     return argv
 
 

@@ -145,6 +145,30 @@ def test_as_trained_and_as_served_side_by_side(tmp_path: Path) -> None:
     assert any(f["kind"] == "ignored-norm" and "input_norm" in f["tensor"] for f in rep.findings)
 
 
+def test_headline_follows_the_serving_engine(tmp_path: Path) -> None:
+    """The same "Eagle 3.1" draft (input_norm) checked for each engine: served by vLLM the headline is the
+    trained forward (perfect by construction) with SGLang 0.5.6's beside it; served by SGLang 0.5.6 the
+    reverse; SGLang 0.5.17 (the release table: it applies norm_before_fc) runs it as trained."""
+    from eagle3_tui.eagle.drafter import DraftForward
+    from eagle3_tui.engines.served_by import ServedBy, loader_for
+
+    spec = W.speculators_config()
+    spec["norm_before_fc"] = True
+    w = W.build(tmp_path, n_samples=3, fwd=DraftForward(input_norm=True), spec_cfg=spec)
+    W.write_specforge(w, tmp_path / "sf")
+    trained_top1 = W.served_top1(w, range(3), shift=0)
+    reps = {e: check(w.speculators_draft, tmp_path / "sf", w.target, served=loader_for(ServedBy(*e.split("=="))))
+            for e in ("vllm==0.32.0", "sglang==0.5.6", "sglang==0.5.17")}
+    v, old, new = (reps[k].result("training") for k in ("vllm==0.32.0", "sglang==0.5.6", "sglang==0.5.17"))
+    assert reps["vllm==0.32.0"].engine == "vllm" and reps["vllm==0.32.0"].served_by == "vLLM 0.32.0"
+    assert v.top1 == trained_top1 and v.as_trained is None and reps["vllm==0.32.0"].dropped == []
+    assert v.other is not None and v.other["by"] == "SGLang 0.5.6" and v.other["top1"] == old.top1 != v.top1
+    assert reps["sglang==0.5.6"].dropped == ["input_norm"] and old.other is not None
+    assert old.other["by"] == "vLLM" and old.other["top1"] == v.top1 == old.as_trained["top1"]
+    assert new.top1 == v.top1 and reps["sglang==0.5.17"].dropped == []
+    assert v.trainer == old.trainer == new.trainer  # the trainer's metric is always the trained forward's
+
+
 def test_two_layer_speculators_draft(tmp_path: Path) -> None:
     spec = W.speculators_config(num_hidden_layers=2)
     w = W.build(tmp_path, n_samples=3, draft_cfg=W.sglang_config(num_hidden_layers=2), spec_cfg=spec)
