@@ -27,6 +27,8 @@ from typing import Any
 
 from eagle3_tui.eagle.spec_config import SpecConfig, normalize_grid
 
+_WALK = True
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -162,6 +164,31 @@ def greedy_run(ids: Any, lab: Any, steps: int) -> Any:
     return out
 
 
+def server_visits(depth: Any, run: Any, greedy_root: Any, counted: Any) -> Any:
+    """(B, T) bool: the positions a greedy server verifies from, walking each row as it decodes.
+
+    A server verifies at a position, commits the accepted drafts and the bonus token, and verifies
+    next right after them: from position t with d drafts accepted, next at t + d + 1. Averaging the
+    accept length over every position instead weights each one equally, while the server lands
+    seldom inside the long runs a deep chain accepts and often where drafts fail: the mean over
+    positions is above the server's, the more so the deeper the chain (the renewal, or inspection,
+    paradox). The walk follows the data only while the data is the target's greedy text
+    (`run`: greedy depths after t); where it departs, the server's text would differ, and the walk
+    resumes at the next position whose root token is greedy (`greedy_root`), as a server's first
+    verify after a prompt does."""
+    import torch
+
+    b, t = depth.shape
+    visits = torch.zeros(b, t, dtype=torch.bool, device=depth.device)
+    nxt = torch.zeros(b, dtype=torch.long, device=depth.device)
+    step = torch.minimum(depth, run) + 1
+    for p in range(t):
+        at = counted[:, p] & greedy_root[:, p] & (nxt <= p)
+        visits[:, p] = at
+        nxt = torch.where(at, p + step[:, p], nxt)
+    return visits
+
+
 def tau(reach: Sequence[int], accepted: Sequence[int]) -> tuple[list[float], float]:
     """Per-depth conditional acceptance a_j = accepted[j] / reach[j] and tau = 1 + sum_j prod a."""
     rates = [a / r if r else 0.0 for r, a in zip(reach, accepted)]  # noqa: B905 (3.8)
@@ -189,11 +216,14 @@ def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid:
         for ids, aux, lab, counted in batches:
             ids, aux = ids.to(device), aux.to(device)
             lab, counted = lab.to(device), counted.to(device)
-            run = greedy_run(ids, lab, max(by_topk.values()))
+            run = greedy_run(ids, lab, max(by_topk.values()) + 1)
+            greedy_root = ids == lab[:, : ids.shape[1]]
             for k, deepest in by_topk.items():
                 tp = tree_pass(model, ids, aux, deepest, k)
                 for c in (c for c in grid if c[1] == k):
                     depth, valid = accept_lengths(tp, lab, c[0], c[2])
+                    if _WALK:
+                        valid &= server_visits(depth, run, greedy_root, counted)
                     valid &= counted
                     counts[c] += int(valid.sum())
                     for j in range(1, c[0] + 1):

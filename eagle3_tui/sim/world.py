@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eagle3_tui.errors import UserError
+
 WORLD_FORMAT = 1
 
 
@@ -100,6 +102,21 @@ class World:
         )
 
 
+SEED_ENV = "EAGLE3_TUI_WORLD_SEED"
+
+
+def default_seed() -> int:
+    """The world seed `ensure`, the demo and the tests use: `EAGLE3_TUI_WORLD_SEED`, else 0. Another seed
+    is another world (its own cache key), as a build on another CPU is: the suite must pass on each."""
+    raw = os.environ.get(SEED_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise UserError(f"{SEED_ENV}={raw!r} is not a whole number (the demo world's seed)") from None
+
+
 def default_cache_root() -> Path:
     env = os.environ.get("EAGLE3_TUI_CACHE_DIR")
     if env:
@@ -109,10 +126,12 @@ def default_cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("eagle3-tui"))
 
 
-def _recipe(seed: int, recipe: Any = None) -> Any:
+def _recipe(seed: int | None, recipe: Any = None) -> Any:
     from eagle3_tui.sim.recipe import Recipe
 
-    return recipe if recipe is not None else Recipe(seed=seed)
+    if recipe is not None:
+        return recipe
+    return Recipe(seed=default_seed() if seed is None else seed)
 
 
 def content_key(recipe: Any) -> str:
@@ -132,7 +151,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def cached_world(root: Path | str | None = None, *, seed: int = 0, recipe: Any = None) -> World | None:
+def cached_world(root: Path | str | None = None, *, seed: int | None = None, recipe: Any = None) -> World | None:
     """The world for this recipe if it is already built (never builds; no torch import)."""
     base = Path(root) if root is not None else default_cache_root()
     dest = base / f"world-{content_key(_recipe(seed, recipe))}"
@@ -142,11 +161,12 @@ def cached_world(root: Path | str | None = None, *, seed: int = 0, recipe: Any =
 def ensure_world(
     root: Path | str | None = None,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     progress: Callable[[str], None] = print,
     recipe: Any = None,
 ) -> World:
-    """The world for this recipe, built at most once per content key (concurrent callers wait)."""
+    """The world for this recipe (default: the seed of `default_seed()`), built at most once per content
+    key (concurrent callers wait)."""
     base = Path(root) if root is not None else default_cache_root()
     recipe = _recipe(seed, recipe)
     key = content_key(recipe)
@@ -449,8 +469,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--small", action="store_true", help="a seconds-long world for tests (not for quality)")
     e = sub.add_parser("ensure", help="build or reuse the cached world and print its path")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=int, default=None, help=f"default: ${SEED_ENV}, else 0")
     args = parser.parse_args(argv)
+    try:
+        seed = default_seed() if args.seed is None else args.seed
+    except UserError as err:
+        print(f"python -m eagle3_tui.sim.world: {err}", file=sys.stderr)
+        return 2
+    args.seed = seed
     if args.cmd == "build":
         recipe = small_recipe(args.seed) if args.small else None
         world = build_world(Path(args.dir), seed=args.seed, recipe=recipe)
