@@ -8,8 +8,15 @@ import tempfile
 
 import pytest
 
+from tests.plugins import lanes
 from tests.plugins.sshd import *  # noqa: F403
 from tests.plugins.world import *  # noqa: F403
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the lanes' collection hook (tests/plugins/lanes.py) has the same name as the world plugin's:
+    # registered as a plugin of its own, both run
+    config.pluginmanager.register(lanes, "eagle3-lanes")
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,11 @@ target's argmax through depth j - 1: a_j = P(depth >= j | depth >= j - 1, data g
 and the prediction is tau = 1 + sum_j prod_{i<=j} a_i, the chain check's formula with the tree's
 per-depth acceptance.
 
+Those rates are taken only at the positions a greedy server would verify from (`server_visits`): it
+verifies again right after what it committed, so it lands seldom inside the long runs a deep chain
+accepts. Over every position the mean is an arithmetic average where the server's is nearer a harmonic
+one: it overshoots the server, the more the deeper the chain.
+
 Like accuracy.py it needs only the standard library and torch, and ships in the check's zip.
 """
 
@@ -26,8 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_tui.eagle.spec_config import SpecConfig, normalize_grid
-
-_WALK = True
 
 
 @dataclass(frozen=True)
@@ -222,9 +225,7 @@ def predict_grid(model: Any, batches: Iterable[tuple[Any, Any, Any, Any]], grid:
                 tp = tree_pass(model, ids, aux, deepest, k)
                 for c in (c for c in grid if c[1] == k):
                     depth, valid = accept_lengths(tp, lab, c[0], c[2])
-                    if _WALK:
-                        valid &= server_visits(depth, run, greedy_root, counted)
-                    valid &= counted
+                    valid &= counted & server_visits(depth, run, greedy_root, counted)
                     counts[c] += int(valid.sum())
                     for j in range(1, c[0] + 1):
                         at = valid & (depth >= j - 1) & (run >= j - 1)
