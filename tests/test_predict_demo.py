@@ -19,9 +19,11 @@ from tests.plugins.world import make_draft_dir
 
 pytestmark = pytest.mark.slow
 
-# Two configurations whose measured accept lengths differ by less than this fraction are a tie: a
-# prediction within 10% of each cannot be asked to order them.
-TIE = 0.03
+# The agreement asked of the prediction. Two configurations the sim measures within this fraction of
+# each other are a tie as far as the prediction goes (on the demo worlds the chains of 7 and 15 and the
+# 3/4/8 tree lie within a few % of each other, in an order that changes with the world and the
+# requests); farther apart, the prediction must order them as the sim does.
+REL = 0.10
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def test_prediction_agrees_with_the_sim_within_10_percent(both: tuple[Any, dict]
     print({c: (rows[c]["accept_len"], round(measured[c], 3)) for c in CONFIGS})
     for c in CONFIGS:
         pred = rows[c]["accept_len"]
-        assert pred == pytest.approx(measured[c], rel=0.10), (c, pred, measured[c])
+        assert pred == pytest.approx(measured[c], rel=REL), (c, pred, measured[c])
     assert report.to_dict()["predictions"] == report.predictions
 
 
@@ -56,7 +58,7 @@ def test_the_prediction_orders_configurations_as_the_sim_does(both: tuple[Any, d
     report, measured = both
     rows = {(r["steps"], r["topk"], r["draft_tokens"]): r["accept_len"] for r in report.predictions}
     for a, b in combinations(CONFIGS, 2):
-        if abs(measured[a] - measured[b]) <= TIE * min(measured[a], measured[b]):
+        if abs(measured[a] - measured[b]) <= REL * min(measured[a], measured[b]):
             continue
         assert (measured[a] > measured[b]) == (rows[a] > rows[b]), (a, b, rows[a], rows[b], measured[a], measured[b])
     # what holds on any world: more verify tokens in a wider tree accept more, measured and predicted

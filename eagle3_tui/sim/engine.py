@@ -24,7 +24,6 @@ from eagle3_tui.eagle.tree import DraftTree, TreeBuilder, tree_mask, verify_gree
 from eagle3_tui.sim.target import TargetModel, truncate_caches
 from eagle3_tui.sim.tokenizer import ByteTokenizer
 
-
 DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
           "bfloat16": "bfloat16"}
 

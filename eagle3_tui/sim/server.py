@@ -221,6 +221,7 @@ def _run_head(ns: argparse.Namespace, args: ServerArgs, arch: str, log: LogWrite
     if stop.is_set():
         return 0
     server = SimServer(args, engine, log, max(0, ns.sim_background_load), ns.sim_bg_max_new_tokens)
+    server.ready_gate = ns.sim_ready_gate
     holder["server"] = server
     return _serve(server, log)
 
