@@ -17,7 +17,8 @@ import pytest
 from eagle3_tui.sim.measure import PREDICT_CONFIGS as CONFIGS
 from tests.plugins.world import make_draft_dir
 
-pytestmark = pytest.mark.slow
+# the check and 5 x 32 greedy requests in one fixture: about a CPU-minute, many more on a loaded machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 # The agreement asked of the prediction. Two configurations the sim measures within this fraction of
 # each other are a tie as far as the prediction goes (on the demo worlds the chains of 7 and 15 and the
