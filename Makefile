@@ -1,8 +1,11 @@
 # Two commands do the whole set-up on a fresh machine:
 #   make demo   builds .venv and opens the console on the demo world
 #   make test   builds .venv, runs the linters (ruff, mypy, import contracts), then the whole test suite
-#               (in pytest-xdist workers: one per CPU, at most 4)
+#               (in pytest-xdist workers: one per CPU, at most 4): every lane
+#   make test-fast  the inner loop: no demo world, no sshd, no real engine (the lanes come from the
+#               fixtures a test uses: tests/plugins/lanes.py); no linters
 #   make lint   the linters alone (ruff, mypy, import contracts, vulture for dead code)
+# EAGLE3_TUI_WORLD_SEED=N runs the demo, `make test` and the tests on the world of seed N (built on first use).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -16,7 +19,10 @@ TEST_WORKERS ?= logical
 # Extra pip arguments for torch only (an index with CPU wheels on a machine without the local wheel).
 TORCH_PIP_ARGS ?=
 
-.PHONY: venv vllm sglang demo test lint bench clean
+# The fast lane's marker expression: every lane of tests/plugins/lanes.py left out.
+FAST_LANE := not real_sglang and not real_vllm and not sshd and not world
+
+.PHONY: venv vllm sglang demo test test-fast lint bench clean
 
 # setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
 $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
@@ -59,6 +65,9 @@ test: lint sglang
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not real_sglang"
 	# The real-SGLang lane on its own, in one worker: real servers take ~2.3 GB and a core each.
 	EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 $(BIN)/python -m pytest -q -n 0 -m real_sglang
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 -m "$(FAST_LANE)"
 
 bench: venv
 	for b in benchmarks/*_bench.py; do $(BIN)/python $$b || exit 1; done

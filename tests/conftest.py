@@ -12,7 +12,8 @@ from tests.plugins.real_vllm import *  # noqa: F403
 from tests.plugins.sshd import *  # noqa: F403
 from tests.plugins.world import *  # noqa: F403
 
-pytest_plugins = ["tests.plugins.real_sglang"]
+# plugins with hooks of their own: the lanes from fixtures, and the real-SGLang fixtures
+pytest_plugins = ["tests.plugins.lanes", "tests.plugins.real_sglang"]
 
 
 @pytest.fixture(autouse=True)

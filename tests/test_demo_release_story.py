@@ -66,8 +66,9 @@ async def test_demo_story_on_0_5_6_steps_wiring_cuda_graph(demo_world, tmp_path:
         fixed = (await session.benchmark(**BENCH)).accept_len
         print(f"\naccept length: defaults {start:.3f}, wiring fix {wired:.3f}, --disable-cuda-graph {fixed:.3f}")
         assert start is not None and wired is not None and fixed is not None
-        # the fix barely helps; the ids reaching decode help clearly (more than twice as much)
-        assert fixed > wired >= start and fixed - wired > 2 * (wired - start), (start, wired, fixed)
+        # the fix barely moves it (only each request's first draft sees the new ids: up or down by
+        # the world's luck); the ids reaching decode help clearly, more than twice as much
+        assert fixed > wired and fixed > start and fixed - wired > 2 * abs(wired - start), (start, wired, fixed)
     finally:
         try:
             if session.server.pgid:

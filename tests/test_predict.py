@@ -103,3 +103,22 @@ def test_greedy_run_counts_agreeing_depths() -> None:
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     lab = torch.tensor([[9, 2, 3, 9, 5, -1, -1, -1, -1]])
     assert pr.greedy_run(ids, lab, 3).tolist() == [[2, 1, 0, 1, 0]]
+
+
+def test_server_visits_walks_as_a_greedy_server_decodes() -> None:
+    """From a visit with d drafts accepted the next is d + 1 on; where the data departs from the greedy
+    text the walk resumes at the next greedy root; uncounted positions are never visited."""
+    t = 10
+    depth = torch.tensor([[2, 0, 0, 1, 0, 0, 3, 0, 0, 0]])
+    run = torch.full((1, t), 9)
+    yes = torch.ones(1, t, dtype=torch.bool)
+    assert pr.server_visits(depth, run, yes, yes).nonzero()[:, 1].tolist() == [0, 3, 5, 6]
+    # the data departs after one greedy token at position 0: positions 1 (committed) and 2 (the
+    # departing token is the root) are not a server's; 3 is
+    run[0, 0] = 1
+    root = yes.clone()
+    root[0, 2] = False
+    assert pr.server_visits(depth, run, root, yes).nonzero()[:, 1].tolist() == [0, 3, 5, 6]
+    counted = yes.clone()
+    counted[0, 3] = False
+    assert pr.server_visits(depth, run, root, counted).nonzero()[:, 1].tolist() == [0, 4, 5, 6]

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,15 +43,31 @@ def _alive(pgid: int) -> bool:
     return True
 
 
+def _running(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (a zombie waiting for a reaper does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 def _crash_then_restart(tmp_path: Path, world, ssh=None) -> None:
     prof, _cfg, alias = _profile(tmp_path, world, ssh=ssh)
     try:
         r = cli(prof, alias, "restart", "--yes")
         assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
-        os.killpg(_pgid(tmp_path), signal.SIGKILL)  # the server dies; its log ends with the crash
+        pgid = _pgid(tmp_path)
+        os.killpg(pgid, signal.SIGKILL)  # the server dies; its log ends with the crash
         with open(tmp_path / "server.log", "a") as f:
             f.write(CRASH)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while _running(pgid):
+            assert time.monotonic() < deadline, f"process group {pgid} outlived SIGKILL"
+            time.sleep(0.05)
         r = cli(prof, alias, "restart", "--yes")
         assert "Traceback" not in r.stderr and "failed to start" not in r.stderr, r.stderr
         assert r.returncode == 0 and "server: ready" in r.stdout, r.stderr
@@ -69,16 +86,26 @@ def test_restart_after_a_crash_over_ssh(tmp_path, demo_world, sshd):
 
 
 def test_two_restarts_at_once_one_server_one_clear_refusal(tmp_path, demo_world):
+    """The first restart is held in its loading phase (the lock taken, the new server not ready) by
+    the sim's ready gate, a FIFO, until the second has been refused: no timing decides who wins."""
     prof, _cfg, alias = _profile(tmp_path, demo_world)
+    gate = tmp_path / "ready-gate"
+    os.mkfifo(gate)
+    text = prof.read_text()
+    argv_line = next(line for line in text.splitlines() if line.startswith("launch_command = "))
+    gated = [*json.loads(argv_line.removeprefix("launch_command = ")), "--sim-ready-gate", str(gate)]
+    prof.write_text(text.replace(argv_line, f"launch_command = {json.dumps(gated)}"))
     env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
     env.pop("EAGLE3_TUI_FAULT", None)
     argv = [sys.executable, "-m", "eagle3_tui", "restart", "--yes", "--host", alias, "--profile", str(prof)]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.monotonic() + 60
-        while not (tmp_path / ".server.log.restart-lock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+        writer = _open_gate(gate, first)  # the new server is at its gate: the first restart holds the lock
+        try:
+            assert (tmp_path / ".server.log.restart-lock").exists()
+            second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+        finally:
+            os.close(writer)  # the server reads the pipe to its end and announces readiness
         out, err = first.communicate(timeout=180)
         assert first.returncode == 0 and "server: ready" in out, err
         assert second.returncode == 2, second.stderr
@@ -87,7 +114,27 @@ def test_two_restarts_at_once_one_server_one_clear_refusal(tmp_path, demo_world)
         assert f"another restart is running on this host: pid {first.pid}" in refusal and "since" in refusal
         assert _alive(_pgid(tmp_path)) and not (tmp_path / ".server.log.restart-lock").exists()
     finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
         stop_processes_under(tmp_path)
+
+
+def _open_gate(gate: Path, first: subprocess.Popen[str]) -> int:
+    """Open the FIFO for writing: returns once the gated server opened it for reading. Fails at once if
+    the restart ends first (no reader would ever come)."""
+    got: list[int] = []
+    opener = threading.Thread(target=lambda: got.append(os.open(gate, os.O_WRONLY)), daemon=True)
+    opener.start()
+    while opener.is_alive():
+        opener.join(0.2)
+        if first.poll() is not None and opener.is_alive():
+            # unblock the opener with a reader of our own, then fail with what the restart said
+            os.close(os.open(gate, os.O_RDONLY | os.O_NONBLOCK))
+            opener.join()
+            out, err = first.communicate()
+            raise AssertionError(f"the restart ended before its server reached the gate:\n{out}\n{err}")
+    return got[0]
 
 
 def test_a_failed_start_stops_what_it_started(tmp_path):

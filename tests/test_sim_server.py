@@ -137,6 +137,8 @@ def test_server_http_api_and_clean_stop(sim_server) -> None:
         assert info["speculative_num_draft_tokens"] == 2 and info["speculative_num_steps"] == 1
         assert info["speculative_algorithm"] == "EAGLE3" and info["version"] == "0.5.6"
         assert c.get("/get_server_info").json()["speculative_eagle_topk"] == 1
+        # --dtype auto on the world's float32 configs: float16, as SGLang resolves it
+        assert info["dtype"] == "auto" and "type=LlamaForCausalLM, dtype=torch.float16," in srv.log_text()
         assert c.get("/model_info").json()["architectures"] == ["LlamaForCausalLM"]
         assert c.get("/get_model_info").status_code == 200
         assert c.get("/v1/models").json()["data"][0]["id"]

@@ -20,8 +20,10 @@ def _engine(world: Any, tmp: Path, steps: int, topk: int, draft_tokens: int) -> 
 
     torch.set_num_threads(1)
     draft = make_draft_dir(world, tmp / "draft", layer_ids=world.fix_layer_ids)
+    # float32, not the float16 a server resolves for the world: losslessness is the algorithm's; in
+    # half precision a one-token decode and a many-token verify may break a near-tie differently
     return Engine(Path(world.target_dir), draft, num_steps=steps, embed_patch=True, topk=topk,
-                  num_draft_tokens=draft_tokens)
+                  num_draft_tokens=draft_tokens, dtype="float32")
 
 
 def _run(engine: Any, prompts: list[list[int]], new: int, *, tree: bool = False) -> tuple[list[list[int]], float]:

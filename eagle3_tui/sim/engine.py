@@ -24,6 +24,26 @@ from eagle3_tui.eagle.tree import DraftTree, TreeBuilder, tree_mask, verify_gree
 from eagle3_tui.sim.target import TargetModel, truncate_caches
 from eagle3_tui.sim.tokenizer import ByteTokenizer
 
+DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
+          "bfloat16": "bfloat16"}
+
+
+def served_dtype(dtype: str, config: dict[str, Any]) -> str:
+    """The dtype SGLang runs a model in for `--dtype` (SGLang 0.5.23 `srt/configs/model_config.py`
+    `_get_and_verify_dtype`): `auto` keeps the config's `torch_dtype`, except that a float32 model runs in
+    float16 ("the common practice"; bfloat16 for Gemma). The demo world's configs say float32, so a real
+    server runs it in float16: greedy text, and so accept length, differ from a float32 run by a few %."""
+    want = (dtype or "auto").lower()
+    if want != "auto":
+        if want not in DTYPES:
+            raise ValueError(f"Unknown dtype: {dtype}")
+        return DTYPES[want]
+    conf = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    conf = DTYPES.get(conf, conf)
+    if conf == "float32":
+        return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
+    return conf
+
 
 @dataclass(frozen=True)
 class CapturePlan:
@@ -124,6 +144,7 @@ class Engine:
         embed_patch: bool = False,
         topk: int = 1,
         num_draft_tokens: int | None = None,
+        dtype: str = "auto",
     ) -> None:
         from safetensors.torch import load_file
 
@@ -135,6 +156,9 @@ class Engine:
         )
         self.tokenizer = ByteTokenizer.load(self.model_path)
         self.num_layers = int(self.target_config["num_hidden_layers"])
+        # the target's and the draft's weights and activations, as SGLang resolves --dtype
+        self.dtype = served_dtype(dtype, self.target_config)
+        self.target.to(getattr(torch, self.dtype))
         self.num_steps = num_steps
         self.topk = max(1, topk)
         self.num_draft_tokens = num_draft_tokens if num_draft_tokens is not None else num_steps + 1
@@ -148,7 +172,7 @@ class Engine:
             tensors = load_file(str(draft_path / "model.safetensors"))
             self.draft = Eagle3Drafter.from_tensors(
                 self.draft_config, tensors, self.target.model.embed_tokens.weight.detach()
-            )
+            ).to(getattr(torch, self.dtype))
             self.plan = plan_capture(self.draft_config, self.num_layers, embed_patch=embed_patch)
 
     @property

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-exit-with-pid", type=int, default=None, metavar="PID",
                    help="shut down when process PID is gone (the demo console: its server never outlives it)")
     p.add_argument("--sim-bg-max-new-tokens", type=int, default=96, help=argparse.SUPPRESS)
+    p.add_argument("--sim-ready-gate", default=None, metavar="FIFO",
+                   help="before announcing readiness, read FIFO to its end: a test holds the server in its "
+                        "loading phase until it opens the pipe for writing and closes it (an event, not a delay)")
     return p
 
 

@@ -88,6 +88,7 @@ def _load(engine_cls: Any, ns: argparse.Namespace, args: ServerArgs, arch: str, 
         topk=args.speculative_eagle_topk or 1,
         num_draft_tokens=args.speculative_num_draft_tokens,
         embed_patch=ns.sim_embed_capture_patch,
+        dtype=args.dtype,
     )
     if engine.plan is not None:
         rel = sim_release(ns.sglang_version, arch, engine.num_layers, engine.plan.layer_ids,
@@ -95,13 +96,13 @@ def _load(engine_cls: Any, ns: argparse.Namespace, args: ServerArgs, arch: str, 
         if rel is not None:
             apply_release(engine, rel)
     log.write(
-        f"Load weight end. type={arch}, dtype=torch.float32, avail mem=126.00 GB, mem usage=0.01 GB.",
+        f"Load weight end. type={arch}, dtype=torch.{engine.dtype}, avail mem=126.00 GB, mem usage=0.01 GB.",
         scheduler=True,
     )
     if engine.draft is not None:
         draft_arch = (engine.draft_config.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
         log.write(
-            f"Load weight end. type={draft_arch}, dtype=torch.float32, avail mem=126.00 GB, mem usage=0.00 GB.",
+            f"Load weight end. type={draft_arch}, dtype=torch.{engine.dtype}, avail mem=126.00 GB, mem usage=0.00 GB.",
             scheduler=True,
         )
     log.write(
@@ -220,6 +221,7 @@ def _run_head(ns: argparse.Namespace, args: ServerArgs, arch: str, log: LogWrite
     if stop.is_set():
         return 0
     server = SimServer(args, engine, log, max(0, ns.sim_background_load), ns.sim_bg_max_new_tokens)
+    server.ready_gate = ns.sim_ready_gate
     holder["server"] = server
     return _serve(server, log)
 

@@ -38,6 +38,7 @@ class SimServer:
         self.stopping = threading.Event()
         self.httpd: ThreadingHTTPServer | None = None
         self.bg_threads: list[threading.Thread] = []
+        self.ready_gate: str | None = None  # --sim-ready-gate
 
     # -- generation ------------------------------------------------------------------------------
     def generate_ids(self, prompt_ids: list[int], max_new_tokens: int, *, internal: bool = False) -> Request:
@@ -161,6 +162,9 @@ class SimServer:
         except Exception:
             return
         self.log.access("127.0.0.1:" + str(self.args.port + 1), "POST", "/generate", 200, "OK")
+        if self.ready_gate:
+            with open(self.ready_gate, "rb") as gate:  # a FIFO: blocks until a writer comes and goes
+                gate.read()
         self.ready = True
         self.log.write("The server is fired up and ready to roll!")
         for i in range(self.background):

@@ -61,6 +61,19 @@ def sample_sequences(corpus: Tensor, count: int, r: Recipe, gen: torch.Generator
     return out
 
 
+@torch.no_grad()
+def greedy_continue(model: TargetModel, prompts: Tensor, length: int) -> Tensor:
+    """(B, length) ids: each prompt row, then the target's own greedy tokens up to `length`."""
+    out = [prompts]
+    logits, _, caches = model(prompts, return_cache=True)
+    for i in range(length - prompts.shape[1]):
+        nxt = logits[:, -1:].argmax(-1)
+        out.append(nxt)
+        if i + 1 < length - prompts.shape[1]:
+            logits, _, caches = model(nxt, past=caches, return_cache=True)
+    return torch.cat(out, dim=1)
+
+
 def _lr(step: int, total: int, peak: float) -> float:
     warm = max(1, total // 20)
     if step < warm:

@@ -9,7 +9,7 @@
   layer-id key: SGLang's default wiring) shared by every test that does not restart it.
 - `real_sglang_env`: the installed SGLang; skips (or, with EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 as CI sets,
   fails) with the one sentence saying how to build `.venv-sglang` where it is missing.
-Every test using these gets the `real_sglang` marker (`pytest -m real_sglang` runs the lane).
+Every test using these gets the `real_sglang` marker from tests/plugins/lanes.py (`pytest -m real_sglang` runs the lane).
 """
 
 from __future__ import annotations
@@ -161,9 +161,3 @@ def real_sglang(real_sglang_env: RealSglang, demo_world: Any, tmp_path_factory: 
     finally:
         server.stop()
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real-SGLang fixture `real_sglang` (this module is a pytest plugin)."""
-    for item in items:
-        if FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.real_sglang)

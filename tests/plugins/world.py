@@ -34,6 +34,7 @@ from eagle3_tui.remote.procgroup import stop_group
 from tests.plugins.ports import free_port
 
 __all__ = [
+    "SERVER_START_S",
     "SimServer",
     "demo_world",
     "free_port",
@@ -50,6 +51,10 @@ __all__ = [
 BUILD_TIMEOUT_S = 1800
 
 READY = "The server is fired up and ready to roll!"
+# How long a sim server may take to say it is ready before a test gives up on it: a deadline for a
+# failure, not a measurement. Loading torch and the world takes seconds when idle and many times that on
+# a 2-core machine with the suite's workers and other load beside it.
+SERVER_START_S = 180.0
 SPEC_ARGS = (
     "--speculative-algorithm",
     "EAGLE3",
@@ -112,7 +117,7 @@ class SimServer:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def wait_for(self, text: str, timeout: float = 60.0) -> bool:
+    def wait_for(self, text: str, timeout: float = SERVER_START_S) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if text in self.log_text():
@@ -143,7 +148,7 @@ def start_sim_server(
     args: Sequence[str] = SPEC_ARGS,
     draft_dir: Path | None = None,
     wait_ready: bool = True,
-    timeout: float = 60.0,
+    timeout: float = SERVER_START_S,
     log_name: str = "server.log",
 ) -> SimServer:
     workdir = Path(workdir)
@@ -211,7 +216,7 @@ def sim_server(demo_world: Any, tmp_path: Path) -> Iterator[Callable[..., SimSer
         draft_dir: Path | None = None,
         layer_ids: Sequence[int] | None = None,
         wait_ready: bool = True,
-        timeout: float = 60.0,
+        timeout: float = SERVER_START_S,
     ) -> SimServer:
         n = len(started)
         if layer_ids is not None and draft_dir is None:
