@@ -81,7 +81,7 @@ async def test_log_into_telemetry_across_a_dropped_connection(sshd, ssh_host, tm
         with log.open("a") as f:
             f.write("[2025-12-09 10:01:00] Scheduler hit an exception: Traceback (most recent call last):\n"
                     '  File "scheduler.py", line 1, in event_loop\nRuntimeError: CUDA error: illegal memory access\n')
-        session.views.set_server(state="ready")  # as if attached to a running server
+        session.views.set_state("ready")  # as if attached to a running server
         await wait_until(lambda: any(isinstance(e, Notice) and "illegal memory access" in e.message for e in events))
     finally:
         await session.close()
@@ -126,7 +126,7 @@ async def test_restart_spares_a_shell_in_the_servers_group(tmp_path, data_dir):
     try:
         await wait_until(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text().strip())
         child = int((tmp_path / "child.pid").read_text())
-        session.views.set_server(pid=child, pgid=shell.pid)
+        session.views.set_server(session.server.with_process(child, shell.pid, session.server.started_at))
         await session.restarter.stop_current(time.monotonic())
         pids = {p.pid for p in await host.processes()}
         assert child not in pids, "the server process is stopped"

@@ -90,5 +90,5 @@ class Parts:
             await asyncio.sleep(FIND_POLL_S)
 
     def started(self, proc: ServerProcess, reason: str, log: str | None) -> None:
-        self.views.set_server(state="starting", pid=proc.pid, pgid=proc.pgid, started_at=time.time(),
-                              port=proc.port, log_path=log, argv=proc.argv, message=f"{reason}: loading")
+        self.views.set_server(self.views.server.with_process(proc.pid, proc.pgid, time.time())
+                              .with_launch(proc.port, log, proc.argv).with_state("starting", f"{reason}: loading"))

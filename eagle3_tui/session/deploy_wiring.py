@@ -73,7 +73,7 @@ def wire(session: Session, dep: Deployment, running_argv: Sequence[str]) -> None
     session.feed.decode = EngineLogDecoder() if dep.kind == "container" else None
     session.restarter.strategy = strategy_for(dep, parts_of(session), running_argv)
     session.restarter.nodes = _nodes_for(session, dep)
-    session.views.set_server(deployment=dep.label or None)
+    session.views.set_server(session.views.server.with_deployment(dep.label or None))
     _follow_journal(session, dep)
 
 

@@ -229,8 +229,8 @@ class Session:
         if self._spec is None:
             self._spec = self._remembered_spec()
             if self._spec is not None:
-                self.views.set_server(state="stopped", port=self._spec.port, log_path=self._spec.log_path,
-                                      argv=self._spec.argv, message="no server running; start one with the launch command")
+                self.views.set_server(self.server.with_launch(self._spec.port, self._spec.log_path, self._spec.argv)
+                                      .with_state("stopped", "no server running; start one with the launch command"))
         await self.read_launch_facts()  # the profile's draft/target paths serve when nothing runs
         if self.server.state == "ready" and self.server.pgid:
             with contextlib.suppress(UserError):
@@ -283,7 +283,7 @@ class Session:
             await self.refresh_servers()
             note = self._recover_restart()
             if note and self.server.state == "failed":  # failed by the lost connection; nothing runs now
-                self.views.set_server(state="stopped", pid=None, pgid=None, message=note)
+                self.views.set_server(self.server.without_process().with_state("stopped", note))
 
     def _remembered_spec(self) -> LaunchSpec | None:
         remembered = self.store.load_launch()
@@ -308,7 +308,8 @@ class Session:
             self._adopt(chosen)
         elif self.server.state in ("unknown", "ready"):
             gone = not self.servers or want is not None
-            self.views.set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
+            self.views.set_server(self.server.without_process().with_state("stopped" if gone else "unknown",
+                                                                           self.server.message))
         return self.servers
 
     def _adopt(self, proc: ServerProcess) -> None:
@@ -319,8 +320,9 @@ class Session:
         self.access_log = proc.access_log
         wire(self, proc.deployment, proc.argv)
         self.store.save_launch(spec)
-        self.views.set_server(state="ready", pid=proc.pid, pgid=proc.pgid, started_at=proc.start_time,
-                              port=spec.port, log_path=spec.log_path, argv=spec.argv, kind=proc.kind, message="")
+        self.views.set_server(self.server.with_process(proc.pid, proc.pgid, proc.start_time)
+                              .with_launch(spec.port, spec.log_path, spec.argv).with_kind(proc.kind)
+                              .with_state("ready"))
         self._update_served()
 
     def _update_served(self) -> None:
@@ -331,7 +333,7 @@ class Session:
         view, eff = served(args, target_arch=self.target.arch, draft_text=self.target.draft_text,
                            num_layers=self.target.num_layers, presets=self.presets(), installed=self.installed())
         self.telemetry.num_steps = eff.steps
-        self.views.set_server(**view.as_changes())
+        self.views.set_server(self.server.with_served(view))
 
     async def read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""

@@ -137,7 +137,7 @@ class HttpCharts:
         self._prev = None
         self._said = None
         if self._views.server.charts_from is not None:
-            self._views.set_server(charts_from=None, charts_note=None, charts_offer_log=False)
+            self._views.set_server(self._views.server.with_charts(None, None, False))
 
     async def poll(self, client: SGLangClient, info: Mapping[str, Any], why: NoLog) -> HttpReading:
         """Read /metrics (when served), else take `info` (the /server_info just read); chart what is new."""
@@ -147,7 +147,7 @@ class HttpCharts:
         if note is not None and note != self._said:
             self._views.notice(f"{note}; charts from /server_info, still polling", "warning")
         self._said = note
-        self._views.set_server(charts_from=reading.source, charts_note=note, charts_offer_log=why.offer_log)
+        self._views.set_server(self._views.server.with_charts(reading.source, note, why.offer_log))
         if is_new(self._prev, reading):
             ev = reading.as_decode(self._clock())
             self._telemetry.ingest(ev)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
@@ -31,18 +32,29 @@ TICK_S = 0.5
 Step = Callable[[], Awaitable[object]]
 
 
-def server_info_changes(info: dict[str, Any]) -> dict[str, Any]:
-    """The server view's fields as `/server_info` reports them (effective values, accept length)."""
+@dataclass(frozen=True)
+class Reported:
+    """The server view's fields as `/server_info` reports them (effective values, accept length); None:
+    not reported."""
+
+    accept_len_server: float | None
+    version: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+
+
+def reported(info: dict[str, Any]) -> Reported:
     from eagle3_tui.sglang.client import server_accept_length
 
-    changes: dict[str, Any] = {"accept_len_server": server_accept_length(info)}
-    if isinstance(info.get("version"), str):
-        changes["version"] = info["version"]
-    for key, name in (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "topk"),
-                      ("speculative_num_draft_tokens", "draft_tokens")):
-        if isinstance(info.get(key), int):
-            changes[name] = info[key]
-    return changes
+    def count(key: str) -> int | None:
+        value = info.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    version = info.get("version")
+    return Reported(server_accept_length(info), version if isinstance(version, str) else None,
+                    count("speculative_num_steps"), count("speculative_eagle_topk"),
+                    count("speculative_num_draft_tokens"))
 
 
 class ServerMonitor:
@@ -86,7 +98,7 @@ class ServerMonitor:
         """One /server_info read into the server view."""
         info = await (await self._client()).server_info()
         self.server_info = info
-        self._views.set_server(**server_info_changes(info))
+        self._views.set_server(self._views.server.with_reported(reported(info)))
         return info
 
     async def run(self) -> None:

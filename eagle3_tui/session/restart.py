@@ -133,7 +133,7 @@ class Restarter:
             if self.nodes is not None and self.strategy is None:
                 await self.nodes.find(time.monotonic())
             await self.stop_current(time.monotonic())
-            self._views.set_server(state="stopped", pid=None, pgid=None, message="stopped")
+            self._views.set_server(self._views.server.without_process().with_state("stopped", "stopped"))
         finally:
             self.end()
             if self.nodes is not None:
@@ -202,7 +202,7 @@ class Restarter:
             if self.strategy is None:
                 await self.stop_current(t0)
                 faults.hit("restart-after-stop")
-                self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
+                self._views.set_server(self._views.server.without_process().with_state("stopped", log_tail=()))
                 await self._wait_port(spec, t0)
                 started = await self._launch(spec, reason, t0)
                 if nodes is not None:
@@ -223,7 +223,7 @@ class Restarter:
             if nodes is not None:
                 await nodes.done()
         elapsed = time.monotonic() - t0
-        self._views.set_server(state="ready", message="")
+        self._views.set_state("ready")
         self._progress("ready", f"ready after {elapsed:.1f} s", t0)
         return elapsed
 
@@ -263,8 +263,9 @@ class Restarter:
         # the launch reports "opened" on the *old* file, whose last lines would count for this one.)
         self._feed.start(spec.log_path, start="begin", fresh=True)
         launch = self._tracker.dispatch(Launched(rotates=False)).launch
-        self._views.set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
-                               log_path=spec.log_path, argv=spec.argv, message=f"{reason}: loading")
+        self._views.set_server(self._views.server.with_process(pgid, pgid, time.time())
+                               .with_launch(spec.port, spec.log_path, spec.argv)
+                               .with_state("starting", f"{reason}: loading"))
         self._on_launched(spec, pgid, reason)
         return launch, pgid
 
@@ -313,7 +314,7 @@ class Restarter:
             with contextlib.suppress(UserError):
                 outcome = await self._host.stop_group(self._started, grace=FAILED_STOP_GRACE_S)
                 self._progress("failed", f"stopped what this start launched (group {self._started}: {outcome})", t0)
-            self._views.set_server(pid=None, pgid=None)
-        self._views.set_server(state="failed", log_tail=tail, message=message)
+            self._views.set_server(self._views.server.without_process())
+        self._views.set_state("failed", message, log_tail=tail)
         self._progress("failed", message, t0)
         self._views.notice(message, "error")

@@ -41,9 +41,6 @@ class Served:
     decode_boundaries: tuple[int, ...] | None = None
     """What decode feeds the draft, when it differs from prefill (CUDA graphs captured before the ids)."""
 
-    def as_changes(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
 
 def parse_argv(argv: Sequence[str] | None) -> launch.LaunchArgs | None:
     """The parsed launch command, or None when there is none or it does not parse."""
