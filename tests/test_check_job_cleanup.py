@@ -31,7 +31,7 @@ def _running_dirs() -> set[str]:
         except OSError:
             continue
         for part in cmd.split("\0"):
-            if part.startswith(os.path.join(tempfile.gettempdir(), "eagle3-check-")) and part.endswith("/accuracy.py"):
+            if part.startswith(os.path.join(tempfile.gettempdir(), "eagle3-check-")) and part.endswith("/accuracy.pyz"):
                 out.add(os.path.dirname(part))
     return out
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session.deploy_journal import JournalFollow, journal_source
-from eagle3_tui.session.deployment import ProcView, classify
+from eagle3_tui.session.deploy_journal import JournalFollow
+from eagle3_tui.session.deployment import ProcView, classify, journal_source
 from eagle3_tui.session.events import ConnView, LogBatch, ServerView, SessionEvent
 from eagle3_tui.session.logfeed import LogFeed
 from eagle3_tui.session.state import RunTracker

@@ -20,7 +20,7 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import LogBatch, Session
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.sglang.logline import HttpAccess
 from tests.plugins.world import free_port, make_draft_dir
 from tests.sglang_wheels import wheel

@@ -11,14 +11,13 @@ import pytest
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.discovery import (
-    LaunchSpec,
     group_servers,
     log_path_from_fd_target,
     output_files,
     parse_environ,
-    redact_env,
     relaunch_env,
 )
+from eagle3_tui.session.launch import LaunchSpec, redact_env
 from eagle3_tui.session.presets import (
     NO_GRAPH_PRESET,
     NO_SPEC_PRESET,

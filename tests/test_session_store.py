@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from eagle3_tui.profile import Profile
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.presets import NO_SPEC_PRESET, builtin_presets
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.store import UNDO_DEPTH, LocalStore

@@ -27,7 +27,8 @@ from eagle3_tui.session.events import RestartFailed
 if TYPE_CHECKING:
     from eagle3_tui.session.deploy_restart import Parts
     from eagle3_tui.session.deployment import Deployment
-    from eagle3_tui.session.discovery import LaunchSpec, ServerProcess
+    from eagle3_tui.session.discovery import ServerProcess
+    from eagle3_tui.session.launch import LaunchSpec
 
 UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "eagle3-tui.conf"

@@ -57,6 +57,9 @@ _POD_REFUSE = {
 }
 
 
+INTO_LOG_KINDS = ("pane", "pipe")
+
+
 @dataclass(frozen=True)
 class Deployment:
     """Where and how a server runs. `log`: the file or source followed (None: HTTP only)."""
@@ -139,6 +142,27 @@ class Deployment:
             return cls("container", None, ident, log=log, pod="?")
         engine: Engine | None = "docker" if who == "docker" else "podman" if who == "podman" else None
         return cls("container", engine, ident or None, log=log)
+
+    @property
+    def restarts_into_log(self) -> bool:
+        """A server in a terminal pane or a pipe: offered a restart detached into a log file."""
+        return self.kind in INTO_LOG_KINDS
+
+    def check(self, action: str, *, into_log: bool = False) -> None:
+        """Raise the reason `action` cannot be done safely here (nothing when it can)."""
+        if into_log:
+            if not self.restarts_into_log:
+                raise UserError(f"restart --into-log is for a server in a terminal pane or a pipe; this one is a {self.kind}")
+            return
+        why = self.refusal(action)
+        if why is None and action == "flags":  # a flag preset is applied by a restart
+            why = self.refusal("restart")
+        if why is not None:
+            raise UserError(f"{self.label or self.kind}: {why}")
+
+    def refusals(self) -> dict[str, str]:
+        """Every action refused here, with its reason (for disabling them in the UI)."""
+        return {a: why for a in ("restart", "stop", "flags") if (why := self.refusal(a)) is not None}
 
     def refusal(self, action: str) -> str | None:
         """Why `action` ("restart", "stop", "flags") cannot be done safely here; None when it can."""
@@ -324,3 +348,16 @@ def json_log_default(engine: Engine | None, cid: str) -> str | None:
     if engine == "docker":
         return f"/var/lib/docker/containers/{cid}/{cid}-json.log"
     return None
+
+
+JOURNAL_LAST_LINES = 200
+
+
+def journal_argv(unit: str, last_lines: int = JOURNAL_LAST_LINES) -> list[str]:
+    """How a unit that logs only to the journal is followed."""
+    return ["journalctl", "-u", f"{unit}.service", "-f", "-o", "cat", "-n", str(last_lines), "--no-pager"]
+
+
+def journal_source(unit: str) -> str:
+    """How `doctor --json` and the status bar name what is followed."""
+    return f"journalctl -u {unit}"

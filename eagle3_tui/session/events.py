@@ -16,8 +16,6 @@ from eagle3_tui.sglang.logline import DecodeStats, LogEvent
 if TYPE_CHECKING:
     from eagle3_tui.doctor.findings import Finding
     from eagle3_tui.eagle.accuracy import CheckReport
-    from eagle3_tui.session.monitor import Reported
-    from eagle3_tui.session.served import Served
     from eagle3_tui.sglang.client import BenchResult
 
 
@@ -41,6 +39,37 @@ class ConnView:
 
 
 ServerState = Literal["unknown", "starting", "ready", "failed", "stopped"]
+
+
+@dataclass(frozen=True)
+class Served:
+    """The fields of `ServerView` a launch command and a draft config decide."""
+
+    speculative: bool
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    requested_draft_tokens: int | None
+    adjusted: tuple[str, ...]
+    layer_ids: tuple[int, ...] | None
+    boundaries: tuple[int, ...] | None
+    """What prefill captures (the installed release's rule when it is known)."""
+    active_preset: str | None
+    decode_boundaries: tuple[int, ...] | None = None
+    """What decode feeds the draft, when it differs from prefill (CUDA graphs captured before the ids)."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """The server view's fields as `/server_info` reports them (effective values, accept length); None:
+    not reported."""
+
+    accept_len_server: float | None
+    version: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +34,11 @@ from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.changes import Changed, Changes
 from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.checkjob import run_check as run_check_job
+from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import conn_view, make_host
-from eagle3_tui.session.deploy_wiring import check_action, files_of, release_to_log, wire, wire_remembered
+from eagle3_tui.session.deploy_wiring import DeploymentPart
 from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.discovery import (
-    LaunchSpec,
     ServerProcess,
     discover,
     pick_server,
@@ -60,7 +60,8 @@ from eagle3_tui.session.events import (
 from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
 from eagle3_tui.session.httpstats import no_log
 from eagle3_tui.session.inputs import draft_config_problem, input_findings
-from eagle3_tui.session.logfeed import LogFeed
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.logfeed import LOG_TAIL_LINES, LogFeed
 from eagle3_tui.session.monitor import ServerMonitor
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
@@ -75,10 +76,10 @@ from eagle3_tui.session.presets import (
 from eagle3_tui.session.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
 from eagle3_tui.session.restart import Restarter
-from eagle3_tui.session.restart_timing import LOG_TAIL_LINES
 from eagle3_tui.session.served import parse_argv, served
 from eagle3_tui.session.state import RunTracker
 from eagle3_tui.session.store import LocalStore
+from eagle3_tui.session.tasks import TaskSet
 from eagle3_tui.session.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.views import Listener, Views
 from eagle3_tui.sglang.logline import Failure
@@ -133,19 +134,19 @@ class Session:
         self.store = LocalStore(profile)
         self.changes = Changes(self.host, self.store)
         self.records = Records(profile.name, self.views)
+        self._tasks = TaskSet()
+        self._claim = RestartClaim()
+        self.deploy = DeploymentPart(self.host, profile, self.views, self.feed, self.tracker, self.client, self._tasks)
         self.restarter = Restarter(self.host, profile, self.views, self.tracker, self.feed, self.client,
-                                   self._on_launched)
-        self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self.restarter, self.telemetry,
+                                   self._claim, self.deploy, self._on_launched)
+        self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self._claim, self.telemetry,
                                      self.client, log_path=self._log_path, rediscover=self.refresh_servers,
                                      reread_facts=self.read_launch_facts,
                                      refresh_findings=lambda: self.refresh_findings(quiet=True),
                                      no_log=lambda: no_log(self.deployment, self.server.log_path))
         self._spec: LaunchSpec | None = None
-        self.deployment = Deployment()
-        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._poll_task: asyncio.Task[None] | None = None
         self._remove_state_listener: Callable[[], None] | None = None
         self._connected = False
@@ -171,7 +172,12 @@ class Session:
 
     @property
     def restarting(self) -> bool:
-        return self.restarter.busy
+        return self._claim.busy
+
+    @property
+    def deployment(self) -> Deployment:
+        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
+        return self.deploy.current
 
     def add_listener(self, fn: Listener) -> None:
         self.views.add_listener(fn)
@@ -183,14 +189,19 @@ class Session:
         self.views.emit(event)
 
     def _check_writable(self, action: str, detail: str = "") -> None:
-        if self.readonly:
+        if self.readonly and not (self.profile.demo and action in ("start", "stop")):  # the demo's own sim server
             raise refuse_readonly(action, detail, how="the session was started with --readonly")
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    @contextlib.asynccontextmanager
+    async def _changing(self, action: str, needs: str | None, *, detail: str = "",
+                        into_log: bool = False) -> AsyncIterator[None]:
+        """What every entry point that changes what runs does first: refuse when read-only, ask the
+        deployment (`needs`: what it must allow), and hold the one restart for the block."""
+        self._check_writable(action, detail)
+        if needs is not None:
+            self.deploy.check(needs, into_log=into_log)
+        async with self._claim:
+            yield
 
     def recent_log(self, n: int = LOG_TAIL_LINES) -> list[str]:
         return self.feed.recent(n)
@@ -241,7 +252,7 @@ class Session:
         if self.access_log:
             self.access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = self._spawn(self.monitor.run())
+            self._poll_task = self._tasks.spawn(self.monitor.run())
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
@@ -278,7 +289,7 @@ class Session:
         server stands (a server found is watched; none: `restart` finishes it)."""
         with contextlib.suppress(UserError):  # the session closed first: the next attach says it
             await self.host.wait_connected()
-            if self.restarter.busy:
+            if self._claim.busy:
                 return  # a new restart already runs; it states its own outcome
             await self.refresh_servers()
             note = self._recover_restart()
@@ -318,7 +329,7 @@ class Session:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
         self.access_log = proc.access_log
-        wire(self, proc.deployment, proc.argv)
+        self.deploy.fit(proc.deployment, proc.argv)
         self.store.save_launch(spec)
         self.views.set_server(self.server.with_process(proc.pid, proc.pgid, proc.start_time)
                               .with_launch(spec.port, spec.log_path, spec.argv).with_kind(proc.kind)
@@ -338,7 +349,7 @@ class Session:
     async def read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
         try:
-            files = files_of(self.host, self.deployment)  # a container's paths: through its root
+            files = self.deploy.files()  # a container's paths: through its root
             self.target = await read_target(files, self._spec, self.profile)
             self.input_problems = await input_findings(files, self.target, self.profile,
                                                        self.target.checkpoint_path)
@@ -374,7 +385,7 @@ class Session:
         return self._spec.log_path if self._spec else self.server.log_path
 
     def _on_failure_line(self, failure: Failure) -> None:
-        if not self.restarter.busy and self.server.state == "ready":
+        if not self._claim.busy and self.server.state == "ready":
             self.views.notice(f"server log: {failure.kind}: {failure.last_line}", "error")
 
     # ------------------------------------------------------------ doctor
@@ -470,40 +481,26 @@ class Session:
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
-        self._check_writable("apply", plan.preset.name)
-        check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
-        self.restarter.check_idle()
-        if plan.problems:
-            raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
-        spec = self._spec
-        await self.check_target(spec, f"apply preset {plan.preset.name!r}")
-        if spec is None:
-            raise UserError("no server to restart after the change: none was found and the profile has no launch command")
-        self.restarter.begin()  # from here on a second restart is refused
-        try:
-            done = await self.changes.apply(plan, spec)
-        except BaseException:
-            self.restarter.end()
-            raise
-        self._changed(done, "preset", {"diff": plan.diff, "warnings": plan.warnings}, f"applied {plan.preset.name}",
-                      f"preset {plan.preset.name}")
-        await self._restart(reason=f"preset {plan.preset.name}")
+        async with self._changing("apply", "flags" if plan.kind == "flags" else "restart", detail=plan.preset.name):
+            if plan.problems:
+                raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
+            await self.check_target(self._spec, f"apply preset {plan.preset.name!r}")
+            if self._spec is None:
+                raise UserError("no server to restart after the change: none was found and the profile has no "
+                                "launch command")
+            done = await self.changes.apply(plan, self._spec)
+            self._changed(done, "preset", {"diff": plan.diff, "warnings": plan.warnings},
+                          f"applied {plan.preset.name}", f"preset {plan.preset.name}")
+            await self._restart(reason=f"preset {plan.preset.name}")
 
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
-        self._check_writable("rollback")
-        check_action(self.deployment, "restart")
-        self.restarter.check_idle()
-        undo = self.changes.next_undo()
-        await self.check_target(self._spec or self._remembered_spec(), "roll back")
-        self.restarter.begin()
-        try:
+        async with self._changing("rollback", "restart"):
+            undo = self.changes.next_undo()
+            await self.check_target(self._spec or self._remembered_spec(), "roll back")
             done = await self.changes.undo(undo, self._spec or self._remembered_spec())
-        except BaseException:
-            self.restarter.end()
-            raise
-        self._changed(done, "rollback", {}, f"rolled back {done.preset}", "rollback")
-        await self._restart(reason="rollback")
+            self._changed(done, "rollback", {}, f"rolled back {done.preset}", "rollback")
+            await self._restart(reason="rollback")
 
     def _changed(self, done: Changed, kind: str, results: dict[str, Any], note: str, mark: str) -> None:
         self._spec = done.spec
@@ -519,53 +516,43 @@ class Session:
 
     async def start_server(self) -> None:
         """Start the server with the profile's launch command (or the last known one)."""
-        if not self.profile.demo:  # the demo's own sim server is started even when read-only
-            self._check_writable("start")
-        self.restarter.check_idle()
-        if self._spec is None:
-            self._spec = self._remembered_spec()
-        if self._spec is None:
-            raise UserError("no launch command: set launch_command in the profile")
-        await self.check_target(self._spec, "start the server")
-        self.restarter.begin()
-        await self._restart(reason="start")
+        async with self._changing("start", None):
+            if self._spec is None:
+                self._spec = self._remembered_spec()
+            if self._spec is None:
+                raise UserError("no launch command: set launch_command in the profile")
+            await self.check_target(self._spec, "start the server")
+            await self._restart(reason="start")
 
     async def stop_server(self) -> None:
-        if not self.profile.demo:
-            self._check_writable("stop")
-        check_action(self.deployment, "stop")
+        self._check_writable("stop")
+        self.deploy.check("stop")
         await self.restarter.stop()
 
     async def restart(self, *, into_log: bool = False) -> None:
         """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
 
         `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
-        self._check_writable("restart")
-        check_action(self.deployment, "restart", into_log=into_log)
-        if into_log:
-            release_to_log(self)
-        self.restarter.check_idle()
-        await self.check_target(self._spec, "restart the server")
-        if self._spec is None:
-            raise UserError("no server to restart: none was found and the profile has no launch command")
-        self.restarter.begin()
-        await self._restart(reason="restart")
+        async with self._changing("restart", "restart", into_log=into_log):
+            if into_log:
+                self.deploy.release_to_log()
+            await self.check_target(self._spec, "restart the server")
+            if self._spec is None:
+                raise UserError("no server to restart: none was found and the profile has no launch command")
+            await self._restart(reason="restart")
 
     async def relaunch(self, argv: Sequence[str], *, reason: str) -> None:
         """Restart with `argv` as the launch command, through the one restart path, without an undo
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
-        self._check_writable("restart")
-        check_action(self.deployment, "flags")
-        self.restarter.check_idle()
-        await self.check_target(self._spec, "restart the server")
-        if self._spec is None:
-            raise UserError("no server to restart: none was found and the profile has no launch command")
-        self.restarter.begin()
-        self._spec = self._spec.with_argv(tuple(argv))
-        self.store.save_launch(self._spec)
-        self._update_served()
-        await self._restart(reason=reason)
+        async with self._changing("restart", "flags"):
+            await self.check_target(self._spec, "restart the server")
+            if self._spec is None:
+                raise UserError("no server to restart: none was found and the profile has no launch command")
+            self._spec = self._spec.with_argv(tuple(argv))
+            self.store.save_launch(self._spec)
+            self._update_served()
+            await self._restart(reason=reason)
 
     async def check_target(self, spec: LaunchSpec | None, what: str) -> None:
         """Refuse, naming what was found, unless `what` acts on the server the user named: the one on the
@@ -602,10 +589,10 @@ class Session:
         self._update_served()
 
     async def _restart(self, *, reason: str) -> None:
-        """The restart (the caller claimed it), then what the new server says about itself."""
+        """The restart (the caller holds the claim), then what the new server says about itself."""
         assert self._spec is not None
         self._spec = with_log_path(self._spec, self.profile.log_path)
-        wire_remembered(self, self._spec)
+        self.deploy.fit_remembered(self._spec)
         self.store.begin_restart({"reason": reason, "since": time.time(), "port": self._spec.port,
                                   "pgid_before": self.server.pgid, "pid": os.getpid()})
         try:
@@ -616,7 +603,7 @@ class Session:
                 self.host.state.kind == "connected" or self.profile.local)
             if lost:  # the record stays (the next attach says it too); once the host is back, say where it stands
                 err.exit_code = EXIT_CONNECTION_LOST  # a command ends on it with the lost connection's status
-                self._spawn(self._restart_cut_off())
+                self._tasks.spawn(self._restart_cut_off())
             else:
                 self.store.end_restart()  # a stated outcome
             self._record("restart", {"ok": False, "error": str(err)}, "failed")
@@ -733,11 +720,8 @@ class Session:
         self._closed = True
         await self.feed.close()
         await self.access_feed.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
+        await self.deploy.close()
+        await self._tasks.cancel_all()
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()

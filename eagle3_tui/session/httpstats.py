@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deploy_wiring import INTO_LOG_KINDS
 from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.events import HttpSample, StatsUpdated
 from eagle3_tui.sglang import promtext
@@ -46,7 +45,7 @@ def no_log(dep: Deployment, log_path: str | None) -> NoLog | None:
     """None when the server's log is followed (a file, or a source like the journal)."""
     if log_path or dep.source or dep.log:
         return None
-    return NoLog(dep.label or "its output is not a file", dep.kind in INTO_LOG_KINDS)
+    return NoLog(dep.label or "its output is not a file", dep.restarts_into_log)
 
 
 @dataclass(frozen=True)

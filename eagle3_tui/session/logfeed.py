@@ -57,6 +57,18 @@ NOTABLE: frozenset[type] = frozenset({DecodeStats, Failure, ServerArgs, ServerWa
 (access lines, request dumps, Prefill stats, anything else) only travel to the listeners."""
 
 
+LOG_TAIL_LINES = 40
+"""The log's last lines a failed server or restart shows."""
+
+
+async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ...]:
+    """The last lines of the server's log file (else the last lines followed)."""
+    tail: tuple[str, ...] = ()
+    if path and feed.decode is None:  # an engine's log file holds records: the decoded lines followed serve
+        tail = await host.tail_lines(path, LOG_TAIL_LINES)
+    return tail or tuple(feed.recent(LOG_TAIL_LINES))
+
+
 @dataclass
 class Parsed:
     """One batch as the worker leaves it: every event, and the notable ones with DP ranks merged."""

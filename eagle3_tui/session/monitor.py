@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.claim import RestartClaim
+from eagle3_tui.session.connection import ClientFactory
+from eagle3_tui.session.events import Reported
 from eagle3_tui.session.httpstats import HttpCharts, NoLog
-from eagle3_tui.session.restart import ClientFactory, Restarter, log_tail
+from eagle3_tui.session.logfeed import log_tail
 from eagle3_tui.session.restart_timing import LAST_LINES_GRACE_S
 
 if TYPE_CHECKING:
@@ -30,18 +32,6 @@ POLL_INTERVAL_S = 3.0
 TICK_S = 0.5
 
 Step = Callable[[], Awaitable[object]]
-
-
-@dataclass(frozen=True)
-class Reported:
-    """The server view's fields as `/server_info` reports them (effective values, accept length); None:
-    not reported."""
-
-    accept_len_server: float | None
-    version: str | None = None
-    steps: int | None = None
-    topk: int | None = None
-    draft_tokens: int | None = None
 
 
 def reported(info: dict[str, Any]) -> Reported:
@@ -66,7 +56,7 @@ class ServerMonitor:
         views: Views,
         feed: LogFeed,
         tracker: RunTracker,
-        restarter: Restarter,
+        claim: RestartClaim,
         telemetry: Telemetry,
         client: ClientFactory,
         *,
@@ -81,7 +71,7 @@ class ServerMonitor:
         self._views = views
         self._feed = feed
         self._tracker = tracker
-        self._restarter = restarter
+        self._claim = claim
         self._telemetry = telemetry
         self._client = client
         self._log_path = log_path
@@ -108,7 +98,7 @@ class ServerMonitor:
         while True:
             self._feed.flush_if_quiet()
             now = time.monotonic()
-            if now - last >= POLL_INTERVAL_S and not self._restarter.busy:
+            if now - last >= POLL_INTERVAL_S and not self._claim.busy:
                 last = now
                 await self._poll_once()
                 if self._telemetry.decode_lines != seen_lines:  # live numbers feed some rules
@@ -151,7 +141,7 @@ class ServerMonitor:
     async def _check_still_running(self) -> None:
         """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
         pgid = self._views.server.pgid
-        if pgid is None or self._restarter.busy or await self._host.group_alive(pgid):
+        if pgid is None or self._claim.busy or await self._host.group_alive(pgid):
             return
         await self._rediscover()
         server = self._views.server

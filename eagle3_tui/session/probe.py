@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import TensorInfo
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.discovery import LaunchSpec
+    from eagle3_tui.session.launch import LaunchSpec
     from eagle3_tui.sglang.installed import Answer, Read
 
 SIM_PATCH_FLAG = "--sim-embed-capture-patch"

@@ -508,10 +508,8 @@ class MainScreen(Screen[None]):
         needs = act.needs if act is not None else ()
         if not needs or self.session is None:
             return None
-        from eagle3_tui.session.deploy_wiring import refusals
-
         dep = self.session.deployment
-        why = refusals(dep)
+        why = dep.refusals()
         reason = next((why[a] for a in needs if a in why), None)
         return None if reason is None else f"{dep.label or dep.kind}: {reason}"
 
@@ -525,10 +523,8 @@ class MainScreen(Screen[None]):
 
     def _say_refused(self, action: str, why: str) -> None:
         """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""
-        from eagle3_tui.session.deploy_wiring import INTO_LOG_KINDS
-
         session = self.session
-        if action != "restart" or session is None or session.deployment.kind not in INTO_LOG_KINDS:
+        if action != "restart" or session is None or not session.deployment.restarts_into_log:
             self.notify(why, severity="warning", timeout=10)
             return
         if self._restarting():
