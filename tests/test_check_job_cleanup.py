@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_tui.session.leftovers import LEFTOVER_AGE_S, is_leftover
+from eagle3_tui.session.check.leftovers import LEFTOVER_AGE_S, is_leftover
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import eagle3_tui.session as session_face
 from eagle3_tui.session import demo
 
 
@@ -66,7 +67,7 @@ def test_the_demo_boot_sweeps_says_so_and_its_cleanup_removes_its_folder(tmp_pat
             return "session"
         return boot
 
-    monkeypatch.setattr(demo, "demo_boot", fake_boot)
+    monkeypatch.setattr(session_face, "demo_boot", fake_boot)  # the console takes it from the package face
     lifecycle = demo_lifecycle(False, tmp_path)
     said: list[str] = []
     assert asyncio.run(lifecycle.boot(said.append)) == "session"

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deploy_container import EngineLogDecoder
-from eagle3_tui.session.deploy_systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
-from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
+from eagle3_tui.session.deploy.container import EngineLogDecoder
+from eagle3_tui.session.deploy.systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
+from eagle3_tui.session.host.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
 from eagle3_tui.session.launch import LaunchSpec
 
 CID = "3f2a" + "0" * 56 + "beef"

@@ -3,7 +3,7 @@
 Every path that changes what runs (apply, rollback, start, restart, a sweep's relaunch, stop) holds it
 from its first change to its outcome, so a second one is refused with the reason instead of racing the
 first; the monitor reads `busy` to leave a restarting server alone. Across processes the host's restart
-lock (restartlock.py) does the same.
+lock (restart/lock.py) does the same.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class ServerView:
     version: str | None = None
     message: str = ""
     deployment: str | None = None  # "container 3f2a… (docker)", "systemd unit sglang", "tmux pane"; None: a plain process
-    charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (httpstats.py)
+    charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (live/httpstats.py)
     charts_note: str | None = None  # why /metrics could not be used on the last poll
     charts_offer_log: bool = False  # a restart into a log file is offered (a pane's or a pipe's server)
 
@@ -124,14 +124,14 @@ class ServerView:
         return replace(self, kind=kind)
 
     def with_served(self, s: Served) -> ServerView:
-        """What the launch command and the draft config decide (session/served.py)."""
+        """What the launch command and the draft config decide (session/host/served.py)."""
         return replace(self, speculative=s.speculative, algorithm=s.algorithm, steps=s.steps, topk=s.topk,
                        draft_tokens=s.draft_tokens, requested_draft_tokens=s.requested_draft_tokens,
                        adjusted=s.adjusted, layer_ids=s.layer_ids, boundaries=s.boundaries,
                        active_preset=s.active_preset, decode_boundaries=s.decode_boundaries)
 
     def with_reported(self, r: Reported) -> ServerView:
-        """What /server_info says (session/monitor.py); a value it does not report stays as it was."""
+        """What /server_info says (session/live/monitor.py); a value it does not report stays as it was."""
         return replace(self, accept_len_server=r.accept_len_server,
                        version=r.version if r.version is not None else self.version,
                        steps=r.steps if r.steps is not None else self.steps,
@@ -139,7 +139,7 @@ class ServerView:
                        draft_tokens=r.draft_tokens if r.draft_tokens is not None else self.draft_tokens)
 
     def with_charts(self, source: str | None, note: str | None, offer_log: bool) -> ServerView:
-        """Where the charts come from when no log file is followed (session/httpstats.py)."""
+        """Where the charts come from when no log file is followed (session/live/httpstats.py)."""
         return replace(self, charts_from=source, charts_note=note, charts_offer_log=offer_log)
 
     def with_deployment(self, label: str | None) -> ServerView:

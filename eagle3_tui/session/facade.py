@@ -1,17 +1,20 @@
 """One attached host: the only thing the UI (and the headless commands) talk to.
 
-A `Session` composes the parts, each given what it needs in its constructor:
+A `Session` is the composition root: it builds its parts and wires them, each given what it needs in
+its constructor (no part calls back into the session or reaches into another's private members):
 
-- `views.Views`: the `conn` and `server` snapshots (replaced on change) and the listeners;
-- `state.RunTracker`: which run the log belongs to, and what it said (the documented state machine);
-- `logfeed.LogFeed`: follow -> LogReader (off the event loop) -> run state and telemetry -> `LogBatch`;
-- `restart.Restarter`: the one restart path; `changes.Changes`: presets written and undone;
-- `monitor.ServerMonitor`: /server_info polled, a loading server seen ready, a dead one seen failed;
-- `store.LocalStore`: the last launch and the undo stack; `records.Records`: the ledger;
-- `probe`/`facts`: what the host says about the draft and target, and the doctor's facts from a snapshot.
+- `views.Views`: the `conn` and `server` snapshots (replaced through `ServerView`'s typed updates) and
+  the listeners; `tasks.TaskSet`: every background task; `claim.RestartClaim`: the one restart;
+- `live/`: `LogFeed` (follow -> LogReader off the event loop -> run state and telemetry -> `LogBatch`),
+  `RunTracker` (which run the log belongs to), `ServerMonitor` (/server_info polled, a loading server
+  seen ready, a dead one seen failed);
+- `deploy.part.DeploymentPart`: where the server runs and what that decides (log decoder, who restarts
+  it, the journal, what is refused); `restart.restarter.Restarter`: the one restart path;
+- `store/`: `LocalStore` (last launch, undo records), `Changes` (presets written and undone), `Records`
+  (the ledger); `host/`: what the host says about the draft, target and data, and the doctor's facts.
 
-Changing methods raise `ReadOnlyError` when the session is read-only, and `UserError` for a second
-restart while one runs.
+Every entry point that changes what runs begins with `_changing`: read-only refused (`ReadOnlyError`),
+the deployment asked, the restart claimed (`UserError` for a second one while one runs).
 """
 
 from __future__ import annotations
@@ -31,21 +34,11 @@ from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session.actions import refuse_readonly
-from eagle3_tui.session.changes import Changed, Changes
-from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
-from eagle3_tui.session.checkjob import run_check as run_check_job
+from eagle3_tui.session.check.job import CheckDefaults, CheckEvent, EventHandler, check_request
+from eagle3_tui.session.check.job import run_check as run_check_job
 from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import conn_view, make_host
-from eagle3_tui.session.deploy_wiring import DeploymentPart
-from eagle3_tui.session.deployment import Deployment
-from eagle3_tui.session.discovery import (
-    ServerProcess,
-    discover,
-    pick_server,
-    spec_from_profile,
-    wanted_port,
-    with_log_path,
-)
+from eagle3_tui.session.deploy.part import DeploymentPart
 from eagle3_tui.session.events import (
     BenchFinished,
     BenchProgress,
@@ -57,12 +50,25 @@ from eagle3_tui.session.events import (
     ServerView,
     SessionEvent,
 )
-from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
-from eagle3_tui.session.httpstats import no_log
-from eagle3_tui.session.inputs import draft_config_problem, input_findings
+from eagle3_tui.session.host.deployment import Deployment
+from eagle3_tui.session.host.discovery import (
+    ServerProcess,
+    discover,
+    pick_server,
+    spec_from_profile,
+    wanted_port,
+    with_log_path,
+)
+from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
+from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
+from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
+from eagle3_tui.session.host.served import parse_argv, served
+from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.launch import LaunchSpec
-from eagle3_tui.session.logfeed import LOG_TAIL_LINES, LogFeed
-from eagle3_tui.session.monitor import ServerMonitor
+from eagle3_tui.session.live.httpstats import no_log
+from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
+from eagle3_tui.session.live.monitor import ServerMonitor
+from eagle3_tui.session.live.runstate import RunTracker
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
@@ -73,14 +79,11 @@ from eagle3_tui.session.presets import (
     plan_flags,
     plan_layers,
 )
-from eagle3_tui.session.probe import TargetInfo, client_options, read_target
-from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
-from eagle3_tui.session.restart import Restarter
-from eagle3_tui.session.served import parse_argv, served
-from eagle3_tui.session.state import RunTracker
-from eagle3_tui.session.store import LocalStore
+from eagle3_tui.session.restart.restarter import Restarter
+from eagle3_tui.session.store.changes import Changed, Changes
+from eagle3_tui.session.store.local import LocalStore
+from eagle3_tui.session.store.records import Records, bench_results, config_snapshot, jsonable
 from eagle3_tui.session.tasks import TaskSet
-from eagle3_tui.session.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.views import Listener, Views
 from eagle3_tui.sglang.logline import Failure
 from eagle3_tui.telemetry.metrics import Telemetry
@@ -116,30 +119,30 @@ class Session:
         self.telemetry = Telemetry()
         self.telemetry.baseline_tps = profile.baseline_tps
         self.findings: list[Finding] = []
-        self.input_problems: list[Finding] = []
-        """Findings about inputs that could not be read (session/inputs.py), shown before the doctor's."""
+        self._input_problems: list[Finding] = []
+        """Findings about inputs that could not be read (session/host/inputs.py), shown before the doctor's."""
         self.check: CheckReport | None = None
         self.training: TrainingData | None = None
         """The training data read for the doctor's trained wiring (use_training_data); None: the profile's slots."""
         self.facts: Facts | None = None
-        self.servers: list[ServerProcess] = []
-        self.last_bench: BenchResult | None = None
+        self._servers: list[ServerProcess] = []
+        self._last_bench: BenchResult | None = None
         self.target = TargetInfo()
-        self.tracker = RunTracker()
-        self.feed = LogFeed(self.host, self.tracker, self.views, self.telemetry, on_failure=self._on_failure_line)
+        self._tracker = RunTracker()
+        self._feed = LogFeed(self.host, self._tracker, self.views, self.telemetry, on_failure=self._on_failure_line)
         # uvicorn's access lines when stdout is their own file (`> access.log 2> server.log`): shown in the
         # log pane with the log's lines, never part of the run state (a tracker of their own)
-        self.access_feed = LogFeed(self.host, RunTracker(), self.views, self.telemetry)
+        self._access_feed = LogFeed(self.host, RunTracker(), self.views, self.telemetry)
         self.access_log: str | None = None
         self.store = LocalStore(profile)
-        self.changes = Changes(self.host, self.store)
+        self._changes = Changes(self.host, self.store)
         self.records = Records(profile.name, self.views)
         self._tasks = TaskSet()
         self._claim = RestartClaim()
-        self.deploy = DeploymentPart(self.host, profile, self.views, self.feed, self.tracker, self.client, self._tasks)
-        self.restarter = Restarter(self.host, profile, self.views, self.tracker, self.feed, self.client,
+        self.deploy = DeploymentPart(self.host, profile, self.views, self._feed, self._tracker, self.client, self._tasks)
+        self.restarter = Restarter(self.host, profile, self.views, self._tracker, self._feed, self.client,
                                    self._claim, self.deploy, self._on_launched)
-        self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self._claim, self.telemetry,
+        self._monitor = ServerMonitor(self.host, self.views, self._feed, self._tracker, self._claim, self.telemetry,
                                      self.client, log_path=self._log_path, rediscover=self.refresh_servers,
                                      reread_facts=self.read_launch_facts,
                                      refresh_findings=lambda: self.refresh_findings(quiet=True),
@@ -153,7 +156,7 @@ class Session:
         self._attached = False
         self._closed = False
         self.recovered: str | None = None
-        """What attaching found of an interrupted change (changes.py), in one sentence; None: nothing."""
+        """What attaching found of an interrupted change (store/changes.py), in one sentence; None: nothing."""
 
     # ------------------------------------------------------------ views and listeners
 
@@ -176,7 +179,7 @@ class Session:
 
     @property
     def deployment(self) -> Deployment:
-        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
+        """Where the attached server runs (host/deployment.py): what a restart goes through and what it refuses."""
         return self.deploy.current
 
     def add_listener(self, fn: Listener) -> None:
@@ -204,11 +207,11 @@ class Session:
             yield
 
     def recent_log(self, n: int = LOG_TAIL_LINES) -> list[str]:
-        return self.feed.recent(n)
+        return self._feed.recent(n)
 
     def ingest_log(self, lines: list[str], *, log_time: bool = False) -> None:
         """Feed log lines through the real reader and run state (a recorded log; no host needed)."""
-        self.feed.ingest_now(lines, log_time=log_time)
+        self._feed.ingest_now(lines, log_time=log_time)
 
     # ------------------------------------------------------------ connection and attach
 
@@ -234,7 +237,7 @@ class Session:
             return
         await self.connect()
         self._attached = True
-        await self.recover_changes()
+        await self._recover_changes()
         await self.refresh_servers()
         self._recover_restart()
         if self._spec is None:
@@ -248,19 +251,19 @@ class Session:
                 if not await (await self.client()).health(timeout=5):
                     self.views.set_state("starting", "attached while the server loads")
         if self.server.log_path:
-            self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
+            self._feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
         if self.access_log:
-            self.access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
+            self._access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = self._tasks.spawn(self.monitor.run())
+            self._poll_task = self._tasks.spawn(self._monitor.run())
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
 
-    async def recover_changes(self) -> str | None:
+    async def _recover_changes(self) -> str | None:
         """Settle an undo record a killed or cut-off change left unfinished, and say how (a warning)."""
         try:
-            self.recovered = await self.changes.recover()
+            self.recovered = await self._changes.recover()
         except UserError as err:
             self.recovered = f"an unfinished change could not be checked on the host: {err}"
         if self.recovered:
@@ -305,23 +308,23 @@ class Session:
     async def refresh_servers(self) -> list[ServerProcess]:
         """Look at the process table again; pick the profile's port, or the only server."""
         found = await discover(self.host, log_path=self.profile.log_path, launch_command=self.profile.launch_command)
-        self.servers = found.servers
+        self._servers = found.servers
         for note in found.notes:  # SGLang runs, but its launch args cannot be read (see `discovery.titled_groups`)
             self.views.notice(note, "warning")
         want = wanted_port(self.profile)
-        chosen = pick_server(self.servers, want)
+        chosen = pick_server(self._servers, want)
         if chosen is not None and chosen.note:
             self.views.notice(chosen.note, "warning")
-        if chosen is None and want is None and len(self.servers) > 1:
-            self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self.servers)
+        if chosen is None and want is None and len(self._servers) > 1:
+            self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self._servers)
                               + "): pick one (or set the port in the profile)", "warning")
         if chosen is not None:
             self._adopt(chosen)
         elif self.server.state in ("unknown", "ready"):
-            gone = not self.servers or want is not None
+            gone = not self._servers or want is not None
             self.views.set_server(self.server.without_process().with_state("stopped" if gone else "unknown",
                                                                            self.server.message))
-        return self.servers
+        return self._servers
 
     def _adopt(self, proc: ServerProcess) -> None:
         spec = proc.spec().with_env(self.profile.launch_env)  # the profile's launch_env over what it ran with
@@ -342,7 +345,7 @@ class Session:
         if args is None:
             return
         view, eff = served(args, target_arch=self.target.arch, draft_text=self.target.draft_text,
-                           num_layers=self.target.num_layers, presets=self.presets(), installed=self.installed())
+                           num_layers=self.target.num_layers, presets=self.presets(), installed=self._installed())
         self.telemetry.num_steps = eff.steps
         self.views.set_server(self.server.with_served(view))
 
@@ -351,11 +354,11 @@ class Session:
         try:
             files = self.deploy.files()  # a container's paths: through its root
             self.target = await read_target(files, self._spec, self.profile)
-            self.input_problems = await input_findings(files, self.target, self.profile,
+            self._input_problems = await input_findings(files, self.target, self.profile,
                                                        self.target.checkpoint_path)
         except UserError as err:
             self.views.notice(str(err), "warning")
-        if any(f.rule_id == "draft-config-malformed" for f in self.input_problems):
+        if any(f.rule_id == "draft-config-malformed" for f in self._input_problems):
             self.target.draft_text = None  # said by its finding; no rule or preset reads it as a config
         self._update_served()
 
@@ -379,7 +382,7 @@ class Session:
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
-        return await self.monitor.poll_server_info()
+        return await self._monitor.poll_server_info()
 
     def _log_path(self) -> str | None:
         return self._spec.log_path if self._spec else self.server.log_path
@@ -395,10 +398,10 @@ class Session:
         return FactsSnapshot(
             server=self.server, target=self.target,
             launch_argv=self._spec.argv if self._spec is not None else None,
-            server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
+            server_info=self._monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
             data_convention=self.training.convention if self.training is not None else None,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
-            last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
+            last_bench=self._last_bench, check=self.check, log_warnings=tuple(self._feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
         )
@@ -438,7 +441,7 @@ class Session:
         from eagle3_tui.doctor import diagnose
 
         self.facts = build_facts(self.facts_snapshot())
-        findings = [*self.input_problems, *diagnose(self.facts)]
+        findings = [*self._input_problems, *diagnose(self.facts)]
         changed = findings != self.findings
         self.findings = findings
         if changed or not quiet:
@@ -449,14 +452,14 @@ class Session:
 
     def presets(self) -> list[Preset]:
         current = parse_argv(self._spec.argv) if self._spec is not None else None
-        installed = self.installed()
+        installed = self._installed()
         builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
         builtins += advice_presets(self.findings or ())  # the doctor's better-flags, when it advises
         return all_presets(builtins, self.profile.presets, self.target.num_layers, installed)
 
-    def installed(self) -> Answer | None:
+    def _installed(self) -> Answer | None:
         """The installed SGLang's answer for the target (no id key): its source, else /server_info's version."""
-        return base_installed(self.target, self.server.version, self.monitor.server_info)
+        return base_installed(self.target, self.server.version, self._monitor.server_info)
 
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
@@ -477,18 +480,18 @@ class Session:
         self.target.draft_text = before
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
                            embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
-                           installed=self.installed())
+                           installed=self._installed())
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
         async with self._changing("apply", "flags" if plan.kind == "flags" else "restart", detail=plan.preset.name):
             if plan.problems:
                 raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
-            await self.check_target(self._spec, f"apply preset {plan.preset.name!r}")
+            await self._check_target(self._spec, f"apply preset {plan.preset.name!r}")
             if self._spec is None:
                 raise UserError("no server to restart after the change: none was found and the profile has no "
                                 "launch command")
-            done = await self.changes.apply(plan, self._spec)
+            done = await self._changes.apply(plan, self._spec)
             self._changed(done, "preset", {"diff": plan.diff, "warnings": plan.warnings},
                           f"applied {plan.preset.name}", f"preset {plan.preset.name}")
             await self._restart(reason=f"preset {plan.preset.name}")
@@ -496,9 +499,9 @@ class Session:
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
         async with self._changing("rollback", "restart"):
-            undo = self.changes.next_undo()
-            await self.check_target(self._spec or self._remembered_spec(), "roll back")
-            done = await self.changes.undo(undo, self._spec or self._remembered_spec())
+            undo = self._changes.next_undo()
+            await self._check_target(self._spec or self._remembered_spec(), "roll back")
+            done = await self._changes.undo(undo, self._spec or self._remembered_spec())
             self._changed(done, "rollback", {}, f"rolled back {done.preset}", "rollback")
             await self._restart(reason="rollback")
 
@@ -521,7 +524,7 @@ class Session:
                 self._spec = self._remembered_spec()
             if self._spec is None:
                 raise UserError("no launch command: set launch_command in the profile")
-            await self.check_target(self._spec, "start the server")
+            await self._check_target(self._spec, "start the server")
             await self._restart(reason="start")
 
     async def stop_server(self) -> None:
@@ -536,7 +539,7 @@ class Session:
         async with self._changing("restart", "restart", into_log=into_log):
             if into_log:
                 self.deploy.release_to_log()
-            await self.check_target(self._spec, "restart the server")
+            await self._check_target(self._spec, "restart the server")
             if self._spec is None:
                 raise UserError("no server to restart: none was found and the profile has no launch command")
             await self._restart(reason="restart")
@@ -546,7 +549,7 @@ class Session:
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
         async with self._changing("restart", "flags"):
-            await self.check_target(self._spec, "restart the server")
+            await self._check_target(self._spec, "restart the server")
             if self._spec is None:
                 raise UserError("no server to restart: none was found and the profile has no launch command")
             self._spec = self._spec.with_argv(tuple(argv))
@@ -554,16 +557,16 @@ class Session:
             self._update_served()
             await self._restart(reason=reason)
 
-    async def check_target(self, spec: LaunchSpec | None, what: str) -> None:
+    async def _check_target(self, spec: LaunchSpec | None, what: str) -> None:
         """Refuse, naming what was found, unless `what` acts on the server the user named: the one on the
         port asked for (`--port`, the profile's port, its launch command's), else, with none named, the
         only one running. A server not running may be started only on the port asked for, and only when
         nothing else holds that port. Called before anything on the host changes."""
         want = wanted_port(self.profile)
-        found = "; ".join(s.label for s in self.servers) or "none"
-        adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self.servers)
+        found = "; ".join(s.label for s in self._servers) or "none"
+        adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self._servers)
         if want is None:
-            if not adopted and len(self.servers) > 1:
+            if not adopted and len(self._servers) > 1:
                 raise UserError(f"refusing to {what}: several SGLang servers run here ({found}) and none was "
                                 "named: give --port (or set the port in the profile); nothing was changed")
             return
@@ -626,7 +629,7 @@ class Session:
         if self.server.state not in ("ready", "unknown"):
             raise UserError(f"the server is {self.server.state}; start it before benchmarking")
         if wanted_port(self.profile) is None:
-            await self.check_target(None, "benchmark")  # several servers, none named: which one is unknown
+            await self._check_target(None, "benchmark")  # several servers, none named: which one is unknown
         if baseline and self.server.speculative:
             raise UserError("a baseline run needs the server without speculation: apply the "
                             f"{NO_SPEC_PRESET!r} preset first (and roll back after)")
@@ -643,7 +646,7 @@ class Session:
             raise
         if baseline:
             self.telemetry.baseline_tps = result.output_tps
-        self.last_bench = result
+        self._last_bench = result
         self._record("baseline" if baseline else "benchmark", self.bench_results(result))
         self.telemetry.mark(time.time(), "baseline" if baseline else "benchmark")
         self._emit(BenchFinished(result, None))
@@ -701,7 +704,7 @@ class Session:
 
     # ------------------------------------------------------------ ledger
 
-    def ledger(self) -> Ledger:
+    def _ledger(self) -> Ledger:
         return self.records.ledger()
 
     def ledger_rows(self) -> list[LedgerRow]:
@@ -718,8 +721,8 @@ class Session:
     async def close(self) -> None:
         """Stop following and polling; the server keeps running."""
         self._closed = True
-        await self.feed.close()
-        await self.access_feed.close()
+        await self._feed.close()
+        await self._access_feed.close()
         await self.deploy.close()
         await self._tasks.cancel_all()
         if self._client is not None:

@@ -22,8 +22,8 @@ from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
+from eagle3_tui.session.events import RestartFailed
 from eagle3_tui.session.presets import plan_flags, set_flags
-from eagle3_tui.session.restart import RestartFailed
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:

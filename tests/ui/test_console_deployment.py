@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3_tui.session.deployment import Deployment
+from eagle3_tui.session.host.deployment import Deployment
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.themes import builtin_theme_dir

@@ -37,8 +37,7 @@ from eagle3_tui.ui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Preset
-    from eagle3_tui.session import Session
-    from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep
+    from eagle3_tui.session import Session, Sweep, SweepResult, SweepStep
     from eagle3_tui.telemetry.ledger import LedgerRow
     from eagle3_tui.ui.keys import Key
     from eagle3_tui.ui.screens.modals import ConfirmModal
@@ -714,7 +713,7 @@ class MainScreen(Screen[None]):
 
     # -- the flag sweep ------------------------------------------------------------------------------------
     def action_sweep(self) -> None:
-        from eagle3_tui.session.sweep import Sweep
+        from eagle3_tui.session import Sweep
 
         session = self.session
         assert session is not None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
+from eagle3_tui.session.host.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:

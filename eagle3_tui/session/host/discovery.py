@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.scripts import ENV_NAME
-from eagle3_tui.session.deployment import (
+from eagle3_tui.session.host.deployment import (
     Deployment,
     ProcView,
     bind_mounts,
@@ -27,7 +27,7 @@ from eagle3_tui.session.deployment import (
     json_log_default,
     nodes_of,
 )
-from eagle3_tui.session.hfcache import hub_cache_dir
+from eagle3_tui.session.host.hfcache import hub_cache_dir
 from eagle3_tui.session.launch import DEFAULT_PORT, LaunchSpec
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deployment import journal_argv
+from eagle3_tui.session.host.deployment import journal_argv
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.live.logfeed import LogFeed
     from eagle3_tui.session.views import Views
 
 BATCH_S = 0.1

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import LogBatch, StatsUpdated
-from eagle3_tui.session.ranks import RankMerger
-from eagle3_tui.session.state import LogSwitched, RunTracker
+from eagle3_tui.session.live.ranks import RankMerger
+from eagle3_tui.session.live.runstate import LogSwitched, RunTracker
 from eagle3_tui.sglang.logline import (
     DecodeStats,
     Failure,

@@ -176,7 +176,7 @@ class Deployment:
         return _REFUSE.get(self.kind, {}).get(action)
 
     def _nodes_refusal(self, action: str) -> str | None:
-        """Several nodes restart together, from the head, when each is a plain process (deploy_nodes.py)."""
+        """Several nodes restart together, from the head, when each is a plain process (deploy/nodes.py)."""
         if self.node_rank > 0:
             return (f"this is node {self.node_rank} of {self.nodes}: every node is stopped and started together, "
                     f"from the head; attach to node 0 (at {self.dist_init or '?'}) to restart them all")

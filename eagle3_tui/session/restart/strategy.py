@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.live.runstate import Launched
 from eagle3_tui.session.restart_timing import FIND_POLL_S
-from eagle3_tui.session.state import Launched
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.discovery import ServerProcess
+    from eagle3_tui.session.host.discovery import ServerProcess
     from eagle3_tui.session.launch import LaunchSpec
-    from eagle3_tui.session.logfeed import LogFeed
-    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.live.runstate import RunTracker
     from eagle3_tui.session.views import Views
 
 
@@ -38,7 +38,7 @@ class NodeFailed(RestartFailed):
 
 
 class OtherNodes(Protocol):
-    """The other nodes of a multi-node server (deploy_nodes.NodeGroup): found and stopped before the head,
+    """The other nodes of a multi-node server (deploy.nodes.NodeGroup): found and stopped before the head,
     started after it, checked while it loads."""
 
     async def find(self, t0: float) -> None: ...
@@ -102,7 +102,7 @@ class Parts:
     async def find_server(self, match: Callable[[ServerProcess], bool], before: int | None,
                           t0: float) -> ServerProcess:
         """The server process `match` picks, other than pid `before`, once it shows up (within the deadline)."""
-        from eagle3_tui.session.discovery import discover_servers
+        from eagle3_tui.session.host.discovery import discover_servers
 
         deadline = time.monotonic() + self.deadline_s
         while True:

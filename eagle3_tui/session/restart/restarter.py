@@ -8,8 +8,8 @@ profile's deadline. On failure: state `failed`, the failure event, and the last 
 Which log lines belong to the new launch: the host rotates the old log at the launch, and the log
 is then followed afresh from the new file's first byte (`LogFeed.start(fresh=True)`), so a ready or
 crash line of the previous run's file never decides this launch. A start that fails stops the group
-it launched. Across processes and machines one restart at a time: `restartlock.RestartLock`.
-Several nodes (`nodes`, deploy_nodes.py): the others are found first, stopped before the head and
+it launched. Across processes and machines one restart at a time: `restart.lock.RestartLock`.
+Several nodes (`nodes`, deploy/nodes.py): the others are found first, stopped before the head and
 launched after it; readiness is the head's, and a node that exits fails the restart.
 """
 
@@ -27,10 +27,12 @@ from eagle3_tui import faults
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import ClientFactory
-from eagle3_tui.session.deploy_restart import NodeFailed
 from eagle3_tui.session.events import RestartFailed, RestartProgress
 from eagle3_tui.session.launch import LaunchSpec
-from eagle3_tui.session.logfeed import log_tail
+from eagle3_tui.session.live.logfeed import log_tail
+from eagle3_tui.session.live.runstate import Launched, RunTracker
+from eagle3_tui.session.restart.lock import RestartLock
+from eagle3_tui.session.restart.strategy import NodeFailed
 from eagle3_tui.session.restart_timing import (
     ALIVE_CHECK_S,
     FAILED_STOP_GRACE_S,
@@ -39,14 +41,12 @@ from eagle3_tui.session.restart_timing import (
     PORT_HELD_S,
     STOP_GRACE_S,
 )
-from eagle3_tui.session.restartlock import RestartLock
-from eagle3_tui.session.state import Launched, RunTracker
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.deploy_restart import OtherNodes, RestartStrategy
-    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.restart.strategy import OtherNodes, RestartStrategy
     from eagle3_tui.session.views import Views
 
 
@@ -110,12 +110,12 @@ class Restarter:
 
     @property
     def strategy(self) -> RestartStrategy | None:
-        """The server's owner restarts it (container engine, systemd: deploy_*.py); None: relaunched here."""
+        """The server's owner restarts it (container engine, systemd: deploy/); None: relaunched here."""
         return self._owner.strategy
 
     @property
     def nodes(self) -> OtherNodes | None:
-        """The other nodes of a multi-node server (deploy_nodes.py): stopped before the head, started after it."""
+        """The other nodes of a multi-node server (deploy/nodes.py): stopped before the head, started after it."""
         return self._owner.nodes
 
     def _progress(self, phase: str, message: str, t0: float) -> None:

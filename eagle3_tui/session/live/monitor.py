@@ -17,14 +17,14 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import Reported
-from eagle3_tui.session.httpstats import HttpCharts, NoLog
-from eagle3_tui.session.logfeed import log_tail
+from eagle3_tui.session.live.httpstats import HttpCharts, NoLog
+from eagle3_tui.session.live.logfeed import log_tail
 from eagle3_tui.session.restart_timing import LAST_LINES_GRACE_S
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.logfeed import LogFeed
-    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.live.runstate import RunTracker
     from eagle3_tui.session.views import Views
     from eagle3_tui.telemetry.metrics import Telemetry
 

@@ -13,20 +13,20 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from eagle3_tui.session.deploy_container import ContainerRestart, EngineLogDecoder, FileView
-from eagle3_tui.session.deploy_journal import JournalFollow
-from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory
-from eagle3_tui.session.deploy_restart import Parts, RestartStrategy
-from eagle3_tui.session.deploy_systemd import SystemdRestart
-from eagle3_tui.session.deployment import Deployment
+from eagle3_tui.session.deploy.container import ContainerRestart, EngineLogDecoder, FileView
+from eagle3_tui.session.deploy.nodes import NodeGroup, host_factory
+from eagle3_tui.session.deploy.systemd import SystemdRestart
+from eagle3_tui.session.host.deployment import Deployment
+from eagle3_tui.session.live.journal import JournalFollow
+from eagle3_tui.session.restart.strategy import Parts, RestartStrategy
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
     from eagle3_tui.session.connection import ClientFactory
     from eagle3_tui.session.launch import LaunchSpec
-    from eagle3_tui.session.logfeed import LogFeed
-    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.live.runstate import RunTracker
     from eagle3_tui.session.tasks import TaskSet
     from eagle3_tui.session.views import Views
 

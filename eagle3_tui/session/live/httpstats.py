@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.events import HttpSample, StatsUpdated
+from eagle3_tui.session.host.deployment import Deployment
 from eagle3_tui.sglang import promtext
 from eagle3_tui.sglang.logline import DecodeStats
 
