@@ -65,9 +65,8 @@ from eagle3_tui.session.host.probe import TargetInfo, client_options, read_targe
 from eagle3_tui.session.host.served import parse_argv, served
 from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.launch import LaunchSpec
-from eagle3_tui.session.live.httpstats import no_log
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
-from eagle3_tui.session.live.monitor import ServerMonitor
+from eagle3_tui.session.live.monitor import GroupGone, ServerMonitor
 from eagle3_tui.session.live.runstate import RunTracker
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
@@ -143,10 +142,7 @@ class Session:
         self.restarter = Restarter(self.host, profile, self.views, self._tracker, self._feed, self.client,
                                    self._claim, self.deploy, self._on_launched)
         self._monitor = ServerMonitor(self.host, self.views, self._feed, self._tracker, self._claim, self.telemetry,
-                                     self.client, log_path=self._log_path, rediscover=self.refresh_servers,
-                                     reread_facts=self.read_launch_facts,
-                                     refresh_findings=lambda: self.refresh_findings(quiet=True),
-                                     no_log=lambda: no_log(self.deployment, self.server.log_path))
+                                      self.client, self.deploy)
         self._spec: LaunchSpec | None = None
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
@@ -255,7 +251,7 @@ class Session:
         if self.access_log:
             self._access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = self._tasks.spawn(self._monitor.run())
+            self._poll_task = self._tasks.spawn(self._watch())
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
@@ -383,6 +379,27 @@ class Session:
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
         return await self._monitor.poll_server_info()
+
+    async def _watch(self) -> None:
+        """What the monitor sees, acted on: the doctor on new numbers; a process group gone looked at
+        again, and a server restarted by someone else followed, else stated as exited."""
+        async for seen in self._monitor.watch():
+            if isinstance(seen, GroupGone):
+                await self._server_gone(seen.pgid)
+            else:
+                with contextlib.suppress(Exception):
+                    await self.refresh_findings(quiet=True)
+
+    async def _server_gone(self, pgid: int) -> None:
+        with contextlib.suppress(UserError):
+            await self.refresh_servers()
+            if self.server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
+                self.views.notice(f"the server was restarted outside this session (now pid {self.server.pid})")
+                if not await (await self.client()).health(timeout=5):
+                    self.views.set_state("starting", "restarted outside this session: loading")
+                await self.read_launch_facts()
+                return
+            await self._monitor.mark_exited(pgid, self._log_path())
 
     def _log_path(self) -> str | None:
         return self._spec.log_path if self._spec else self.server.log_path

@@ -1,8 +1,11 @@
-"""While attached: read `/server_info` every few seconds, see a loading server become ready, and tell a
-server that died (its process group gone) from one that was restarted by someone else. A server with
-no log file to follow is charted from HTTP on the same poll (httpstats.py).
+"""While attached: read `/server_info` every few seconds, see a loading server become ready, and see a
+server's process group gone. A server with no log file to follow is charted from HTTP on the same poll
+(httpstats.py).
 
-Nothing here runs while a restart does: the restart path owns the server's state meanwhile.
+The monitor reports what it saw (`watch` yields `NewNumbers` and `GroupGone`); the session decides what
+follows (the doctor again; a rediscovery that tells a server restarted by someone else from one that
+died, which `mark_exited` then states). Nothing here runs while a restart does: the restart path owns
+the server's state meanwhile.
 """
 
 from __future__ import annotations
@@ -10,19 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import Reported
-from eagle3_tui.session.live.httpstats import HttpCharts, NoLog
+from eagle3_tui.session.live.httpstats import HttpCharts, no_log
 from eagle3_tui.session.live.logfeed import log_tail
 from eagle3_tui.session.restart_timing import LAST_LINES_GRACE_S
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
+    from eagle3_tui.session.host.deployment import Deployment
     from eagle3_tui.session.live.logfeed import LogFeed
     from eagle3_tui.session.live.runstate import RunTracker
     from eagle3_tui.session.views import Views
@@ -31,7 +36,28 @@ if TYPE_CHECKING:
 POLL_INTERVAL_S = 3.0
 TICK_S = 0.5
 
-Step = Callable[[], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class NewNumbers:
+    """The log brought new live numbers (some doctor rules read them)."""
+
+
+@dataclass(frozen=True)
+class GroupGone:
+    """The server stopped answering and its process group `pgid` is gone (died, or restarted by another)."""
+
+    pgid: int
+
+
+Seen = NewNumbers | GroupGone
+
+
+class DeploymentNow(Protocol):
+    """Where the server runs now (the deployment part)."""
+
+    @property
+    def current(self) -> Deployment: ...
 
 
 def reported(info: dict[str, Any]) -> Reported:
@@ -48,7 +74,7 @@ def reported(info: dict[str, Any]) -> Reported:
 
 
 class ServerMonitor:
-    """The attached session's poll loop; the session's own steps are passed in as callables."""
+    """The attached session's poll loop (`watch`)."""
 
     def __init__(
         self,
@@ -59,14 +85,9 @@ class ServerMonitor:
         claim: RestartClaim,
         telemetry: Telemetry,
         client: ClientFactory,
-        *,
-        log_path: Callable[[], str | None],
-        rediscover: Step,
-        reread_facts: Step,
-        refresh_findings: Step,
-        no_log: Callable[[], NoLog | None] = lambda: None,
+        deployment: DeploymentNow,
     ) -> None:
-        """`no_log`: why the server's log cannot be followed (None: it is), so its charts come from HTTP."""
+        """`deployment`: where the server runs, so a server whose log cannot be followed is charted from HTTP."""
         self._host = host
         self._views = views
         self._feed = feed
@@ -74,11 +95,7 @@ class ServerMonitor:
         self._claim = claim
         self._telemetry = telemetry
         self._client = client
-        self._log_path = log_path
-        self._rediscover = rediscover
-        self._reread_facts = reread_facts
-        self._refresh_findings = refresh_findings
-        self._no_log = no_log
+        self._deployment = deployment
         self.charts = HttpCharts(views, telemetry)
         self.server_info: dict[str, Any] | None = None
         self.poll_error: str | None = None
@@ -91,8 +108,8 @@ class ServerMonitor:
         self._views.set_server(self._views.server.with_reported(reported(info)))
         return info
 
-    async def run(self) -> None:
-        """Until cancelled: deliver a held failure when the log is quiet, poll, re-run the doctor on new numbers."""
+    async def watch(self) -> AsyncIterator[Seen]:
+        """Until cancelled: deliver a held failure when the log is quiet, poll, and say what was seen."""
         last = 0.0
         seen_lines = -1
         while True:
@@ -100,14 +117,15 @@ class ServerMonitor:
             now = time.monotonic()
             if now - last >= POLL_INTERVAL_S and not self._claim.busy:
                 last = now
-                await self._poll_once()
+                gone = await self._poll_once()
+                if gone is not None:
+                    yield gone
                 if self._telemetry.decode_lines != seen_lines:  # live numbers feed some rules
                     seen_lines = self._telemetry.decode_lines
-                    with contextlib.suppress(Exception):
-                        await self._refresh_findings()
+                    yield NewNumbers()
             await asyncio.sleep(TICK_S)
 
-    async def _poll_once(self) -> None:
+    async def _poll_once(self) -> GroupGone | None:
         """Ready: read /server_info. Attached while it loads ("starting"): ready once /health answers."""
         server = self._views.server
         with contextlib.suppress(UserError):
@@ -116,17 +134,17 @@ class ServerMonitor:
                     info = await self.poll_server_info()
                 except UserError as err:
                     self._bad_answer(str(err))
-                    await self._check_still_running()
-                    raise
+                    return await self._gone()
                 self._bad_answer(None)
                 await self._chart_from_http(info)
             elif server.state == "starting" and server.pgid and await (await self._client()).health(timeout=10):
                 self._views.set_state("ready")
                 await self._chart_from_http(await self.poll_server_info())
+        return None
 
     async def _chart_from_http(self, info: dict[str, Any]) -> None:
         """No log file to follow: this poll's chart point from /metrics or the /server_info just read."""
-        why = self._no_log()
+        why = no_log(self._deployment.current, self._views.server.log_path)
         if why is None:
             self.charts.reset()
             return
@@ -138,24 +156,19 @@ class ServerMonitor:
             self._views.notice(f"/server_info: {why}; still polling", "warning")
         self.poll_error = why
 
-    async def _check_still_running(self) -> None:
-        """The server stopped answering: if its process group is gone, it is `failed`, with the log tail."""
+    async def _gone(self) -> GroupGone | None:
+        """The server stopped answering: its process group gone, or None while it still runs."""
         pgid = self._views.server.pgid
         if pgid is None or self._claim.busy or await self._host.group_alive(pgid):
-            return
-        await self._rediscover()
-        server = self._views.server
-        if server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
-            self._views.notice(f"the server was restarted outside this session (now pid {server.pid})")
-            with contextlib.suppress(UserError):
-                if not await (await self._client()).health(timeout=5):
-                    self._views.set_state("starting", "restarted outside this session: loading")
-                await self._reread_facts()
-            return
+            return None
+        return GroupGone(pgid)
+
+    async def mark_exited(self, pgid: int, log_path: str | None) -> None:
+        """The server exited (no other took its place): `failed`, with its last log lines and failure."""
         await asyncio.sleep(LAST_LINES_GRACE_S)  # let the follower deliver the last lines
         await self._feed.settle()
         f = self._tracker.state.current_failure
         why = f"{f.kind}: {f.last_line}" if f is not None else "no failure line"
-        tail = await log_tail(self._host, self._log_path(), self._feed)
+        tail = await log_tail(self._host, log_path, self._feed)
         self._views.set_state("failed", f"the server exited ({why})", log_tail=tail)
         self._views.notice(f"the server (process group {pgid}) exited: {why}", "error")
