@@ -55,12 +55,15 @@ from eagle3_tui.session.presets import (
     ledger_configs,
     sha256_text,
 )
+from eagle3_tui.session.real_sglang import MISSING as REAL_SGLANG_MISSING
+from eagle3_tui.session.real_sglang import find_real_sglang
 from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep, served_config
 
 __all__ = [
     "CHANGES_HOST",
     "HOST_ACTIONS",
     "LAUNCH_COMMAND_PATH",
+    "REAL_SGLANG_MISSING",
     "ApplyPlan",
     "BenchFinished",
     "BenchProgress",
@@ -96,6 +99,7 @@ __all__ = [
     "demo_emergency_stop",
     "demo_stop_and_close",
     "discover",
+    "find_real_sglang",
     "host_action",
     "ledger_configs",
     "new_demo_root",

@@ -104,10 +104,10 @@ def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Call
         engine = str(getattr(args, "engine", "sim") or "sim")
         if engine == "sglang":
             from eagle3_tui.errors import UserError
-            from eagle3_tui.session.real_sglang import MISSING, find_real_sglang
+            from eagle3_tui.session import REAL_SGLANG_MISSING, find_real_sglang
 
             if find_real_sglang() is None:
-                raise UserError(MISSING)
+                raise UserError(REAL_SGLANG_MISSING)
         lifecycle = demo_lifecycle(readonly, engine=engine)
         app = make_app(lifecycle=lifecycle, hint=DEMO_HINT, **options)
         return app, lifecycle.cleanup or (lambda: None)
