@@ -61,7 +61,7 @@ def test_the_demo_boot_sweeps_says_so_and_its_cleanup_removes_its_folder(tmp_pat
     dead = _leftover(tmp_path, "eagle3-tui-demo-dead", str(_dead_pid()))
     booted: list[Path] = []
 
-    def fake_boot(readonly, state_root, build=None):
+    def fake_boot(readonly, state_root, build=None, engine="sim"):
         async def boot(progress):
             booted.append(state_root)
             return "session"
