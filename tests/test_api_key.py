@@ -12,8 +12,8 @@ import pytest
 
 from eagle3_tui.profile import API_KEY_ENV, load_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.discovery import LaunchSpec
-from eagle3_tui.session.probe import client_options
+from eagle3_tui.session.host.probe import client_options
+from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.sglang.client import SGLangClient, Unauthorized
 from tests.plugins.world import SPEC_ARGS, start_sim_server
 

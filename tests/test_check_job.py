@@ -13,7 +13,7 @@ import pytest
 from eagle3_tui.eagle import shipped
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session import checkjob
+from eagle3_tui.session.check import job as checkjob
 from tests.bare_python import bare_python
 from tests.test_check_mini import Mini, build_mini
 

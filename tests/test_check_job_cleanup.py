@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_tui.session.leftovers import LEFTOVER_AGE_S, is_leftover
+from eagle3_tui.session.check.leftovers import LEFTOVER_AGE_S, is_leftover
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def _running_dirs() -> set[str]:
         except OSError:
             continue
         for part in cmd.split("\0"):
-            if part.startswith(os.path.join(tempfile.gettempdir(), "eagle3-check-")) and part.endswith("/accuracy.py"):
+            if part.startswith(os.path.join(tempfile.gettempdir(), "eagle3-check-")) and part.endswith("/accuracy.pyz"):
                 out.add(os.path.dirname(part))
     return out
 

@@ -92,7 +92,7 @@ def test_the_loader_crosses_to_the_host_on_the_command_line() -> None:
     """A remote check gets the serving engine's loader as one argv element that the shipped script reads
     back unchanged."""
     from eagle3_tui.eagle.accuracy import parse_args
-    from eagle3_tui.session.checkjob import check_argv
+    from eagle3_tui.session.check.job import check_argv
 
     vllm, old = loader_for(ServedBy("vllm", "0.32.0")), loader_for(ServedBy("sglang", "0.5.6"))
     argv = check_argv("python3", "/tmp/eagle3-check-x", draft_dir="d", data_glob="x",

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import eagle3_tui.session as session_face
 from eagle3_tui.session import demo
 
 
@@ -60,13 +61,13 @@ def test_the_demo_boot_sweeps_says_so_and_its_cleanup_removes_its_folder(tmp_pat
     dead = _leftover(tmp_path, "eagle3-tui-demo-dead", str(_dead_pid()))
     booted: list[Path] = []
 
-    def fake_boot(readonly, state_root, build=None):
+    def fake_boot(readonly, state_root, build=None, engine="sim"):
         async def boot(progress):
             booted.append(state_root)
             return "session"
         return boot
 
-    monkeypatch.setattr(demo, "demo_boot", fake_boot)
+    monkeypatch.setattr(session_face, "demo_boot", fake_boot)  # the console takes it from the package face
     lifecycle = demo_lifecycle(False, tmp_path)
     said: list[str] = []
     assert asyncio.run(lifecycle.boot(said.append)) == "session"

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session.deploy_journal import JournalFollow, journal_source
-from eagle3_tui.session.deployment import ProcView, classify
 from eagle3_tui.session.events import ConnView, LogBatch, ServerView, SessionEvent
-from eagle3_tui.session.logfeed import LogFeed
-from eagle3_tui.session.state import RunTracker
+from eagle3_tui.session.host.deployment import ProcView, classify, journal_source
+from eagle3_tui.session.live.journal import JournalFollow
+from eagle3_tui.session.live.logfeed import LogFeed
+from eagle3_tui.session.live.runstate import RunTracker
 from eagle3_tui.session.views import Views
 from eagle3_tui.telemetry.metrics import Telemetry
 

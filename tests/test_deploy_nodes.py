@@ -16,8 +16,8 @@ from eagle3_tui.profile import Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session import Session
-from eagle3_tui.session.discovery import discover_servers
 from eagle3_tui.session.events import RestartFailed
+from eagle3_tui.session.host.discovery import discover_servers
 from eagle3_tui.sim.nodes import check_flags, parse_addr
 from tests.plugins.world import READY, free_port, stop_processes_under
 
@@ -121,10 +121,10 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
 
 
 async def test_a_node_never_seen_refuses_the_restart_with_nothing_stopped(tmp_path) -> None:
-    from eagle3_tui.session.deploy_nodes import NodeGroup, host_factory, node_spec
-    from eagle3_tui.session.deploy_restart import Parts
-    from eagle3_tui.session.deployment import Deployment
-    from eagle3_tui.session.discovery import ServerProcess
+    from eagle3_tui.session.deploy.nodes import NodeGroup, host_factory, node_spec
+    from eagle3_tui.session.host.deployment import Deployment
+    from eagle3_tui.session.host.discovery import ServerProcess
+    from eagle3_tui.session.restart.strategy import Parts
 
     pane = ServerProcess(9, 9, None, ("python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "31000"),
                          "/w", {}, None, 31000, "sglang")

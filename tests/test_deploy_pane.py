@@ -26,7 +26,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
 from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.session import Session
-from eagle3_tui.session.discovery import default_log_path
+from eagle3_tui.session.host.discovery import default_log_path
 from tests.plugins.world import SPEC_ARGS, free_port
 
 
@@ -96,7 +96,7 @@ async def _charted(session: Session, source: str | None, timeout: float = 20) ->
 
 async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str, Any],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import eagle3_tui.session.monitor as monitor
+    import eagle3_tui.session.live.monitor as monitor
     from eagle3_tui.ui.viewmodel import charts_text
 
     monkeypatch.setattr(monitor, "POLL_INTERVAL_S", 0.2)
@@ -133,7 +133,7 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
 
 async def test_pane_found_over_ssh(pane: dict[str, Any], ssh_host: Any) -> None:
     """The same classification over the real sshd fixture: /proc read through the SSH host."""
-    from eagle3_tui.session.discovery import discover_servers
+    from eagle3_tui.session.host.discovery import discover_servers
 
     found = [s for s in await discover_servers(ssh_host) if s.port == pane["port"]]
     assert len(found) == 1

@@ -22,16 +22,17 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session import Session, deploy_systemd
-from eagle3_tui.session.deploy_restart import Parts
-from eagle3_tui.session.deploy_systemd import (
+from eagle3_tui.session import Session
+from eagle3_tui.session.deploy import systemd as deploy_systemd
+from eagle3_tui.session.deploy.systemd import (
     SystemdRestart,
     effective_exec_start,
     quote_exec_arg,
     unquote_exec,
 )
-from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.events import ConnView, RestartFailed, ServerView
+from eagle3_tui.session.host.deployment import Deployment
+from eagle3_tui.session.restart.strategy import Parts
 from eagle3_tui.session.views import Views
 from tests.plugins.world import SPEC_ARGS, free_port
 

@@ -8,11 +8,10 @@ import json
 import pytest
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deploy_container import EngineLogDecoder
-from eagle3_tui.session.deploy_systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
-from eagle3_tui.session.deploy_wiring import check_action, refusals
-from eagle3_tui.session.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.deploy.container import EngineLogDecoder
+from eagle3_tui.session.deploy.systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
+from eagle3_tui.session.host.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
+from eagle3_tui.session.launch import LaunchSpec
 
 CID = "3f2a" + "0" * 56 + "beef"
 assert len(CID) == 64
@@ -36,8 +35,8 @@ def test_pod_refuses_restart_with_the_controller() -> None:
     dep = classify(ProcView(42, cgroup=cg, own_mount_ns=False))
     assert dep.kind == "container" and dep.id == CID and dep.pod
     with pytest.raises(UserError, match="the pod's controller restarts it"):
-        check_action(dep, "restart")
-    assert set(refusals(dep)) == {"restart", "stop", "flags"}
+        dep.check("restart")
+    assert set(dep.refusals()) == {"restart", "stop", "flags"}
 
 
 def test_container_id_from_mountinfo_when_the_cgroup_is_silent() -> None:
@@ -53,7 +52,7 @@ def test_unknown_namespace_refuses_restart() -> None:
     dep = classify(ProcView(42, own_mount_ns=False))
     assert dep.kind == "container" and dep.engine is None
     with pytest.raises(UserError, match="no container engine"):
-        check_action(dep, "restart")
+        dep.check("restart")
 
 
 def test_systemd_unit_pane_pipe_process() -> None:
@@ -64,13 +63,13 @@ def test_systemd_unit_pane_pipe_process() -> None:
                               terminal="tmux"))
     assert (login.kind, login.label) == ("pane", "tmux pane")
     with pytest.raises(UserError, match="restart --into-log"):
-        check_action(login, "restart")
-    check_action(login, "restart", into_log=True)
+        login.check("restart")
+    login.check("restart", into_log=True)
     assert classify(ProcView(5, stdout="pipe:[77]")).kind == "pipe"
     plain = classify(ProcView(5, stdout="/var/log/sglang.log"))
     assert (plain.kind, plain.label) == ("process", "")
     with pytest.raises(UserError, match="terminal pane or a pipe"):
-        check_action(plain, "restart", into_log=True)
+        plain.check("restart", into_log=True)
 
 
 def test_container_paths_through_proc_root() -> None:
@@ -146,17 +145,17 @@ def test_several_nodes_are_shown_and_not_restarted_one_alone() -> None:
     assert head.label == "2 nodes" and head.to_json()["nodes"] == 2
     assert Deployment("systemd", unit="sglang", nodes=2, node_rank=1).label == "systemd unit sglang, 2 nodes (this is node 1)"
     with pytest.raises(UserError, match="the profile names 0 node hosts: set nodes"):
-        check_action(head, "restart")
+        head.check("restart")
     listed = dataclasses.replace(head, node_hosts=("10.0.0.1", "10.0.0.2"))
     assert listed.label == "2 nodes: 10.0.0.1, 10.0.0.2"
-    check_action(listed, "restart")  # the head restarts every node
-    check_action(listed, "stop")
+    listed.check("restart")  # the head restarts every node
+    listed.check("stop")
     with pytest.raises(UserError, match="change every node's command line"):
-        check_action(listed, "flags")
+        listed.check("flags")
     with pytest.raises(UserError, match=r"this is node 1 of 2: .* attach to node 0"):
-        check_action(dataclasses.replace(listed, node_rank=1), "restart")
+        dataclasses.replace(listed, node_rank=1).check("restart")
     with pytest.raises(UserError, match="only when each is a plain process"):
-        check_action(dataclasses.replace(listed, kind="systemd", unit="sglang"), "restart")
+        dataclasses.replace(listed, kind="systemd", unit="sglang").check("restart")
 
 
 def test_status_bar_names_the_deployment() -> None:

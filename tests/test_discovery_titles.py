@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session.discovery import (
+from eagle3_tui.session.host.discovery import (
     discover,
     discover_servers,
     group_servers,

@@ -18,7 +18,7 @@ from eagle3_tui import cli
 from eagle3_tui.eagle.checkpoint import BadInput
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import demo_profile
-from eagle3_tui.session.training_data import DataHead, parse_slots, resolve
+from eagle3_tui.session.host.training_data import DataHead, parse_slots, resolve
 
 HEAD = DataHead("/d/*.pt", "speculators-v1", 10, "/d/data_0.pt", 4, 128, (0, 1, 2), 3, (0,))
 

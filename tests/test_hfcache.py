@@ -11,10 +11,10 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session.discovery import LaunchSpec
-from eagle3_tui.session.hfcache import hub_cache_dir, repo_folder, repo_id_of, resolve_model_path
-from eagle3_tui.session.inputs import input_findings
-from eagle3_tui.session.probe import read_target
+from eagle3_tui.session.host.hfcache import hub_cache_dir, repo_folder, repo_id_of, resolve_model_path
+from eagle3_tui.session.host.inputs import input_findings
+from eagle3_tui.session.host.probe import read_target
+from eagle3_tui.session.launch import LaunchSpec
 
 OLD, MAIN = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
 

@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.events import HttpSample, Notice, ServerView, StatsUpdated
-from eagle3_tui.session.httpstats import (
+from eagle3_tui.session.host.deployment import Deployment
+from eagle3_tui.session.live.httpstats import (
     HttpCharts,
     HttpReading,
     NoLog,
@@ -213,7 +213,7 @@ def piped_sim(demo_world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 async def test_a_piped_server_is_charted_from_metrics(piped_sim: dict[str, Any],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import eagle3_tui.session.monitor as monitor
+    import eagle3_tui.session.live.monitor as monitor
     from eagle3_tui.profile import Profile
     from eagle3_tui.session import Session
     from eagle3_tui.ui import viewmodel as vm

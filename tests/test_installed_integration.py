@@ -20,7 +20,7 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import LogBatch, Session
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.sglang.logline import HttpAccess
 from tests.plugins.world import SERVER_START_S, free_port, make_draft_dir
 from tests.sglang_wheels import wheel
@@ -48,7 +48,7 @@ def _unpack_sglang(version: str, dest: Path) -> Path:
 async def test_read_from_the_source_the_server_imports(tmp_path: Path, any_host: Any) -> None:
     """A server process whose PYTHONPATH holds SGLang 0.5.6: the session reads that package's own files,
     through a LocalHost and over SSH."""
-    from eagle3_tui.session.probe import read_installed
+    from eagle3_tui.session.host.probe import read_installed
 
     site = tmp_path / "site"
     _unpack_sglang("0.5.6", site)
@@ -72,8 +72,8 @@ async def test_read_from_the_source_the_server_imports(tmp_path: Path, any_host:
 
 
 def test_version_fallback_says_assumed() -> None:
-    from eagle3_tui.session.facts import FactsSnapshot, build_facts
-    from eagle3_tui.session.probe import TargetInfo
+    from eagle3_tui.session.host.facts import FactsSnapshot, build_facts
+    from eagle3_tui.session.host.probe import TargetInfo
 
     t = TargetInfo(arch="DeepseekV3ForCausalLM", num_layers=61,
                    draft_text='{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}')

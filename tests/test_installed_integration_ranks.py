@@ -9,7 +9,7 @@ import pytest
 
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.ranks import RankMerger
+from eagle3_tui.session.live.ranks import RankMerger
 from eagle3_tui.sglang.logline import DecodeStats, parse_line
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.profile import Profile
-from eagle3_tui.session.discovery import LaunchSpec
-from eagle3_tui.session.store import LocalStore
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.store.local import LocalStore
 from tests.plugins.world import stop_processes_under
 from tests.test_apply_killed_midway import _profile, cli
 

@@ -15,7 +15,7 @@ import pytest
 
 from eagle3_tui.profile import load_profile
 from eagle3_tui.session import Notice, RestartFailed, Session
-from eagle3_tui.session import restart as restart_mod
+from eagle3_tui.session.restart import restarter as restart_mod
 from tests.plugins.world import free_port, stop_processes_under
 
 FAKE_SGLANG = '''

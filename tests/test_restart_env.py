@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.remote.procgroup import stop_group
-from eagle3_tui.session.discovery import parse_environ
+from eagle3_tui.session.host.discovery import parse_environ
 from tests.plugins.world import READY, free_port, stop_processes_under
 
 pytestmark = pytest.mark.slow

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import eagle3_tui.session.facts as facts_mod
+import eagle3_tui.session.host.facts as facts_mod
 from eagle3_tui.doctor import diagnose
 from eagle3_tui.eagle.accuracy import CheckReport, predicted_accept_len
 from eagle3_tui.session.events import ServerView
-from eagle3_tui.session.facts import FactsSnapshot, build_facts
-from eagle3_tui.session.probe import TargetInfo
+from eagle3_tui.session.host.facts import FactsSnapshot, build_facts
+from eagle3_tui.session.host.probe import TargetInfo
 from eagle3_tui.sglang.client import BenchResult
 from eagle3_tui.sglang.logline import DecodeStats, parse_line
 from eagle3_tui.telemetry.metrics import Telemetry

@@ -81,7 +81,7 @@ async def test_log_into_telemetry_across_a_dropped_connection(sshd, ssh_host, tm
         with log.open("a") as f:
             f.write("[2025-12-09 10:01:00] Scheduler hit an exception: Traceback (most recent call last):\n"
                     '  File "scheduler.py", line 1, in event_loop\nRuntimeError: CUDA error: illegal memory access\n')
-        session.views.set_server(state="ready")  # as if attached to a running server
+        session.views.set_state("ready")  # as if attached to a running server
         await wait_until(lambda: any(isinstance(e, Notice) and "illegal memory access" in e.message for e in events))
     finally:
         await session.close()
@@ -126,7 +126,7 @@ async def test_restart_spares_a_shell_in_the_servers_group(tmp_path, data_dir):
     try:
         await wait_until(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text().strip())
         child = int((tmp_path / "child.pid").read_text())
-        session.views.set_server(pid=child, pgid=shell.pid)
+        session.views.set_server(session.server.with_process(child, shell.pid, session.server.started_at))
         await session.restarter.stop_current(time.monotonic())
         pids = {p.pid for p in await host.processes()}
         assert child not in pids, "the server process is stopped"
@@ -134,5 +134,33 @@ async def test_restart_spares_a_shell_in_the_servers_group(tmp_path, data_dir):
     finally:
         os.killpg(shell.pid, signal.SIGKILL)
         shell.wait(5)
+        await session.close()
+        await host.close()
+
+
+async def test_a_server_whose_group_is_gone_is_stated_exited_with_its_log(tmp_path, data_dir, monkeypatch):
+    """The monitor reports a process group gone; the session looks again (nothing runs) and the monitor
+    states the server `failed`, "exited", with the log's last lines and its failure line."""
+    import subprocess
+
+    import eagle3_tui.session.live.monitor as monitor
+    from eagle3_tui.remote.local import LocalHost
+    from tests.plugins.ports import free_port
+
+    monkeypatch.setattr(monitor, "POLL_INTERVAL_S", 0.2)
+    log = tmp_path / "server.log"
+    log.write_text("loading\n[2025-12-09 10:00:01] Scheduler hit an exception: CUDA error: an illegal memory access\n")
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait(10)  # its group is gone before the session looks
+    host = LocalHost()
+    session = Session(Profile(name="gone", local=True, port=free_port(), log_path=str(log),
+                              state_dir=str(tmp_path / "st")), host=host)
+    try:
+        await session.attach()
+        session.views.set_server(session.server.with_process(gone.pid, gone.pid, None).with_state("ready"))
+        await wait_until(lambda: session.server.state == "failed")
+        assert "exited" in session.server.message and "illegal memory access" in session.server.message
+        assert session.server.log_tail and session.server.log_tail[-1].endswith("an illegal memory access")
+    finally:
         await session.close()
         await host.close()

@@ -13,8 +13,8 @@ import pytest
 
 from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session.events import ConnView, LogBatch, ServerView, StatsUpdated
-from eagle3_tui.session.logfeed import EMIT_INTERVAL_S, LogFeed
-from eagle3_tui.session.state import Launched, RunTracker
+from eagle3_tui.session.live.logfeed import EMIT_INTERVAL_S, LogFeed
+from eagle3_tui.session.live.runstate import Launched, RunTracker
 from eagle3_tui.session.views import Views
 from eagle3_tui.sglang.logline import DecodeStats
 from eagle3_tui.telemetry.metrics import Telemetry
@@ -161,7 +161,7 @@ def test_the_loop_gets_the_notable_events_and_the_listeners_every_event() -> Non
     """The worker picks the events the feed acts on (decode stats merged over DP ranks, warnings, the
     ready line) out of a busy server's lines; the LogBatch still carries one event per line, in order,
     the access lines' and request dumps' too."""
-    from eagle3_tui.session.logfeed import NOTABLE
+    from eagle3_tui.session.live.logfeed import NOTABLE
     from eagle3_tui.sglang.logline import HttpAccess, ServerReady, ServerWarning
 
     lines = [

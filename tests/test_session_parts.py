@@ -10,15 +10,14 @@ import pytest
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session.discovery import (
-    LaunchSpec,
+from eagle3_tui.session.host.discovery import (
     group_servers,
     log_path_from_fd_target,
     output_files,
     parse_environ,
-    redact_env,
     relaunch_env,
 )
+from eagle3_tui.session.launch import LaunchSpec, redact_env
 from eagle3_tui.session.presets import (
     NO_GRAPH_PRESET,
     NO_SPEC_PRESET,
@@ -174,7 +173,7 @@ async def test_embed_capture_found_in_the_servers_sglang_source(tmp_path, source
 
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.local import LocalHost
-    from eagle3_tui.session.probe import embed_capture_support
+    from eagle3_tui.session.host.probe import embed_capture_support
 
     models = tmp_path / "site" / "sglang" / "srt" / "models"
     models.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The run state machine (session/state.py): every transition of `reduce`, on events parsed from real
+"""The run state machine (session/live/runstate.py): every transition of `reduce`, on events parsed from real
 log lines by the project's own parser."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from eagle3_tui.session.state import Launched, LogSwitched, RunState, RunTracker, reduce
+from eagle3_tui.session.live.runstate import Launched, LogSwitched, RunState, RunTracker, reduce
 from eagle3_tui.sglang.logline import Failure, LogReader, ServerReady, parse_line
 
 READY = parse_line("[2025-12-09 10:00:00] The server is fired up and ready to roll!")

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from eagle3_tui.session.discovery import LaunchSpec
-from eagle3_tui.session.probe import client_options
+from eagle3_tui.session.host.probe import client_options
+from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.sglang.client import SGLangClient
 
 

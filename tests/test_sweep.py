@@ -71,7 +71,7 @@ async def _advice(session: Session) -> None:
     """The doctor on the sweep's measurements: a check predicting the served flags and the grid, one
     benchmark of the start, and the cost model calibrated on the three configurations measured."""
     from eagle3_tui.doctor.advice import calibrate, measured_configs
-    from eagle3_tui.session.facts import build_facts
+    from eagle3_tui.session.host.facts import build_facts
 
     report = await session.run_check(predict=[(1, 1, 2), (3, 1, 4), (3, 4, 8)], samples=1500)
     served_b = list(session.server.boundaries)

@@ -119,7 +119,7 @@ def test_the_engine_runs_the_advice_rules() -> None:
 def test_session_facts_carry_the_tree_prediction_for_the_served_flags() -> None:
     from eagle3_tui.eagle.accuracy import CheckReport, WiringResult, predicted_accept_len
     from eagle3_tui.session.events import ServerView
-    from eagle3_tui.session.facts import FactsSnapshot, build_facts
+    from eagle3_tui.session.host.facts import FactsSnapshot, build_facts
 
     rep = CheckReport("d", "x", wirings=[WiringResult("training", [0, 2, 6], [0, 1, 2], top1=0.7,
                                                       step_accept=[0.7, 0.75, 0.74], predicted_accept_len=2.63)],

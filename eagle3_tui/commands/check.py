@@ -3,7 +3,7 @@
 Without --host (or with --local / a local profile) it runs in this process; with --host it ships the
 check's zip application to the host over SSH, runs it there next to the data, and streams the
 results back (a `Session` connected with the profile's SSH settings runs
-eagle3_tui/session/checkjob.py). Paths are the host's.
+eagle3_tui/session/check/job.py). Paths are the host's.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     draft = args.draft or (profile.draft_path if profile else None)
     data = args.data or (profile.data_glob if profile else None)
     target = args.target or (profile.target_path if profile else None)
-    from eagle3_tui.session.training_data import parse_slots
+    from eagle3_tui.session import parse_slots
 
     given = parse_slots(args.data_slots)
     slots = list(given) if given is not None else None

@@ -93,7 +93,7 @@ async def pin_pid(session: Session, pid: int | None) -> None:
     """`--pid`: the server with that pid (its main process, or its process group) is the one this command
     acts on, pinned by its port from here on; none there is refused, naming what runs (nothing changed)."""
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session.discovery import discover
+    from eagle3_tui.session import discover
 
     if pid is None:
         return
@@ -193,7 +193,7 @@ async def _training_data(session: Session, args: argparse.Namespace) -> str:
     """The trained wiring's inputs: --data (read; bad input is an error), else the profile's (its slots as
     given; a glob without slots is read to infer them, a failure only a warning). One line saying what."""
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session.training_data import parse_slots, unknown_line
+    from eagle3_tui.session import parse_slots, unknown_line
 
     prof = session.profile
     slots = parse_slots(args.data_slots)
@@ -235,8 +235,7 @@ async def _watch(session: Session, args: argparse.Namespace) -> int:
     import asyncio
 
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session import HttpSample, LogBatch, Notice
-    from eagle3_tui.session.httpstats import no_log
+    from eagle3_tui.session import HttpSample, LogBatch, Notice, no_log
     from eagle3_tui.sglang.logline import DecodeStats
 
     http = no_log(session.deployment, session.server.log_path)

@@ -21,7 +21,7 @@ from eagle3_tui.errors import UserError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from eagle3_tui.session.probe import TargetInfo
+    from eagle3_tui.session import TargetInfo
     from eagle3_tui.sglang.installed import Answer, Arch, Read
 
 DEFAULT_PYTHON = "python3"

@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.eagle.spec_config import SpecConfig
     from eagle3_tui.profile import Profile
-    from eagle3_tui.session import Session
-    from eagle3_tui.session.sweep import SweepResult, SweepStep
+    from eagle3_tui.session import Session, SweepResult, SweepStep
 
 
 
@@ -47,9 +46,7 @@ def prediction_grid(texts: Sequence[str], profile: Profile | None) -> list[SpecC
         return []
     if texts:
         return parse_grid(texts)
-    from eagle3_tui.session import check_grid, ledger_configs
-    from eagle3_tui.session.presets import builtin_presets
-    from eagle3_tui.session.sweep import served_config
+    from eagle3_tui.session import builtin_presets, check_grid, ledger_configs, served_config
     from eagle3_tui.sglang import launch
     from eagle3_tui.telemetry.ledger import Ledger
 
@@ -116,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from eagle3_tui.commands.hostcmds import _confirm, _profile, pin_pid
     from eagle3_tui.eagle.spec_config import STANDARD_GRID
-    from eagle3_tui.session import Session
-    from eagle3_tui.session.sweep import Sweep
+    from eagle3_tui.session import Session, Sweep
 
     grid = parse_grid(args.grid) if args.grid else list(STANDARD_GRID)
     session = Session(_profile(args), readonly=args.readonly)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 PACKAGE = "eagle3_tui"
 NAME = "accuracy.pyz"
-"""The file name on the host; it names the check in process lists (leftovers.py looks for it)."""
+"""The file name on the host; it names the check in process lists (session/check/leftovers.py looks for it)."""
 ENTRIES: tuple[str, ...] = ("eagle3_tui.eagle.accuracy", "eagle3_tui.eagle.datasets")
 """What is run from the zip: the check (its `__main__`) and the data reader the quick look imports."""
 MAIN = "eagle3_tui.eagle.accuracy"

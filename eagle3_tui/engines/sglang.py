@@ -23,7 +23,7 @@ from eagle3_tui.sglang import logline, promtext
 
 NAME = "sglang"
 # SGLang's children rename themselves `sglang::NAME` (srt/managers/scheduler.py, detokenizer_manager.py,
-# data_parallel_controller.py, multi_tokenizer_mixin.py; 0.4.9-0.5.23); session/discovery.py reads them.
+# data_parallel_controller.py, multi_tokenizer_mixin.py; 0.4.9-0.5.23); session/host/discovery.py reads them.
 PROCESS_TITLES = (
     "sglang::scheduler",
     "sglang::detokenizer",

@@ -1,8 +1,19 @@
 """One attached host, as the only thing the UI and the headless commands talk to.
 
-`Session` is the facade; the views (`ConnView`, `ServerView`) are frozen snapshots that are replaced
-on change, and the events are the frozen dataclasses passed to listeners. The parts behind the facade
-live in the submodules; only the names below are the package's contract.
+`Session` (facade.py) is the composition root: it builds its parts and wires them, each given what it
+needs in its constructor. The views (`ConnView`, `ServerView`) are frozen snapshots replaced through
+typed updates, and the events are the frozen dataclasses passed to listeners. The parts live in
+sub-packages by family:
+
+- `live/`: what the running server says (log feed and run state, monitor, HTTP charts, journal);
+- `host/`: what the host says about it (discovery, deployment, probe, served flags, inputs, facts, data);
+- `deploy/`: the deployment part and its owners' restarts (container, systemd, other nodes);
+- `restart/`: the one restart path, its lock, and the strategy seam the deployments plug into;
+- `store/`: the local store, the changes written and undone, the ledger;
+- `check/`: the accuracy check as a job on the host.
+
+Only the names below are the package's contract: an import-linter contract keeps `ui/` and `commands/`
+on them.
 """
 
 from __future__ import annotations
@@ -32,12 +43,27 @@ from eagle3_tui.session.events import (
     StatsUpdated,
 )
 from eagle3_tui.session.facade import Session
-from eagle3_tui.session.presets import LAUNCH_COMMAND_PATH, ApplyPlan, check_grid, ledger_configs, sha256_text
+from eagle3_tui.session.host.discovery import discover
+from eagle3_tui.session.host.probe import TargetInfo
+from eagle3_tui.session.host.training_data import parse_slots, unknown_line
+from eagle3_tui.session.live.httpstats import no_log
+from eagle3_tui.session.presets import (
+    LAUNCH_COMMAND_PATH,
+    ApplyPlan,
+    builtin_presets,
+    check_grid,
+    ledger_configs,
+    sha256_text,
+)
+from eagle3_tui.session.real_sglang import MISSING as REAL_SGLANG_MISSING
+from eagle3_tui.session.real_sglang import find_real_sglang
+from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep, served_config
 
 __all__ = [
     "CHANGES_HOST",
     "HOST_ACTIONS",
     "LAUNCH_COMMAND_PATH",
+    "REAL_SGLANG_MISSING",
     "ApplyPlan",
     "BenchFinished",
     "BenchProgress",
@@ -45,6 +71,7 @@ __all__ = [
     "CheckProgress",
     "ConnView",
     "ConnectionChanged",
+    "DemoWorldBuild",
     "FindingsChanged",
     "HostAction",
     "HttpSample",
@@ -61,9 +88,33 @@ __all__ = [
     "Session",
     "SessionEvent",
     "StatsUpdated",
+    "Sweep",
+    "SweepResult",
+    "SweepStep",
+    "TargetInfo",
+    "builtin_presets",
     "check_grid",
+    "demo_attach_and_start",
+    "demo_boot",
+    "demo_emergency_stop",
+    "demo_stop_and_close",
+    "discover",
+    "find_real_sglang",
     "host_action",
     "ledger_configs",
+    "new_demo_root",
+    "no_log",
+    "parse_slots",
     "refuse_readonly",
+    "served_config",
     "sha256_text",
+    "unknown_line",
 ]
+
+# the demo's lifecycle (demo.py imports Session from here, so it comes last)
+from eagle3_tui.session.demo import WorldBuild as DemoWorldBuild
+from eagle3_tui.session.demo import attach_and_start as demo_attach_and_start
+from eagle3_tui.session.demo import demo_boot
+from eagle3_tui.session.demo import emergency_stop as demo_emergency_stop
+from eagle3_tui.session.demo import new_state_root as new_demo_root
+from eagle3_tui.session.demo import stop_and_close as demo_stop_and_close

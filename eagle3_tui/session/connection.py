@@ -1,8 +1,9 @@
-"""The host a profile names, and its connection state as the UI's `ConnView`."""
+"""The host a profile names, its connection state as the UI's `ConnView`, and how parts reach the server's HTTP API."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from eagle3_tui.session.events import ConnView
@@ -10,6 +11,10 @@ from eagle3_tui.session.events import ConnView
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import ConnState, Host
+    from eagle3_tui.sglang.client import SGLangClient
+
+ClientFactory = Callable[[], Awaitable["SGLangClient"]]
+"""How a part gets the server's HTTP client (through the port forward when remote)."""
 
 
 def make_host(profile: Profile) -> Host:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.procgroup import pid_alive
-from eagle3_tui.session import Session
+from eagle3_tui.session.facade import Session
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile

@@ -6,7 +6,8 @@ new snapshot. `eagle3_tui.session` re-exports every name here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
@@ -41,6 +42,37 @@ ServerState = Literal["unknown", "starting", "ready", "failed", "stopped"]
 
 
 @dataclass(frozen=True)
+class Served:
+    """The fields of `ServerView` a launch command and a draft config decide."""
+
+    speculative: bool
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    requested_draft_tokens: int | None
+    adjusted: tuple[str, ...]
+    layer_ids: tuple[int, ...] | None
+    boundaries: tuple[int, ...] | None
+    """What prefill captures (the installed release's rule when it is known)."""
+    active_preset: str | None
+    decode_boundaries: tuple[int, ...] | None = None
+    """What decode feeds the draft, when it differs from prefill (CUDA graphs captured before the ids)."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """The server view's fields as `/server_info` reports them (effective values, accept length); None:
+    not reported."""
+
+    accept_len_server: float | None
+    version: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class ServerView:
     state: ServerState = "unknown"
     pid: int | None = None
@@ -66,9 +98,52 @@ class ServerView:
     version: str | None = None
     message: str = ""
     deployment: str | None = None  # "container 3f2a… (docker)", "systemd unit sglang", "tmux pane"; None: a plain process
-    charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (httpstats.py)
+    charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (live/httpstats.py)
     charts_note: str | None = None  # why /metrics could not be used on the last poll
     charts_offer_log: bool = False  # a restart into a log file is offered (a pane's or a pipe's server)
+
+    # Typed updates: each returns the new snapshot (`Views.set_server` publishes it), so a caller changes
+    # exactly the fields one of these names, and mypy checks every value.
+
+    def with_state(self, state: ServerState, message: str = "", *, log_tail: Sequence[str] | None = None) -> ServerView:
+        tail = self.log_tail if log_tail is None else tuple(log_tail)
+        return replace(self, state=state, message=message, log_tail=tail)
+
+    def with_process(self, pid: int, pgid: int, started_at: float | None) -> ServerView:
+        """A server process found or started."""
+        return replace(self, pid=pid, pgid=pgid, started_at=started_at)
+
+    def without_process(self) -> ServerView:
+        return replace(self, pid=None, pgid=None)
+
+    def with_launch(self, port: int | None, log_path: str | None, argv: Sequence[str]) -> ServerView:
+        """The launch command the server runs (or would run)."""
+        return replace(self, port=port, log_path=log_path, argv=tuple(argv))
+
+    def with_kind(self, kind: str | None) -> ServerView:
+        return replace(self, kind=kind)
+
+    def with_served(self, s: Served) -> ServerView:
+        """What the launch command and the draft config decide (session/host/served.py)."""
+        return replace(self, speculative=s.speculative, algorithm=s.algorithm, steps=s.steps, topk=s.topk,
+                       draft_tokens=s.draft_tokens, requested_draft_tokens=s.requested_draft_tokens,
+                       adjusted=s.adjusted, layer_ids=s.layer_ids, boundaries=s.boundaries,
+                       active_preset=s.active_preset, decode_boundaries=s.decode_boundaries)
+
+    def with_reported(self, r: Reported) -> ServerView:
+        """What /server_info says (session/live/monitor.py); a value it does not report stays as it was."""
+        return replace(self, accept_len_server=r.accept_len_server,
+                       version=r.version if r.version is not None else self.version,
+                       steps=r.steps if r.steps is not None else self.steps,
+                       topk=r.topk if r.topk is not None else self.topk,
+                       draft_tokens=r.draft_tokens if r.draft_tokens is not None else self.draft_tokens)
+
+    def with_charts(self, source: str | None, note: str | None, offer_log: bool) -> ServerView:
+        """Where the charts come from when no log file is followed (session/live/httpstats.py)."""
+        return replace(self, charts_from=source, charts_note=note, charts_offer_log=offer_log)
+
+    def with_deployment(self, label: str | None) -> ServerView:
+        return replace(self, deployment=label)
 
 
 # ---------------------------------------------------------------- events

@@ -1,17 +1,20 @@
 """One attached host: the only thing the UI (and the headless commands) talk to.
 
-A `Session` composes the parts, each given what it needs in its constructor:
+A `Session` is the composition root: it builds its parts and wires them, each given what it needs in
+its constructor (no part calls back into the session or reaches into another's private members):
 
-- `views.Views`: the `conn` and `server` snapshots (replaced on change) and the listeners;
-- `state.RunTracker`: which run the log belongs to, and what it said (the documented state machine);
-- `logfeed.LogFeed`: follow -> LogReader (off the event loop) -> run state and telemetry -> `LogBatch`;
-- `restart.Restarter`: the one restart path; `changes.Changes`: presets written and undone;
-- `monitor.ServerMonitor`: /server_info polled, a loading server seen ready, a dead one seen failed;
-- `store.LocalStore`: the last launch and the undo stack; `records.Records`: the ledger;
-- `probe`/`facts`: what the host says about the draft and target, and the doctor's facts from a snapshot.
+- `views.Views`: the `conn` and `server` snapshots (replaced through `ServerView`'s typed updates) and
+  the listeners; `tasks.TaskSet`: every background task; `claim.RestartClaim`: the one restart;
+- `live/`: `LogFeed` (follow -> LogReader off the event loop -> run state and telemetry -> `LogBatch`),
+  `RunTracker` (which run the log belongs to), `ServerMonitor` (/server_info polled, a loading server
+  seen ready, a dead one seen failed);
+- `deploy.part.DeploymentPart`: where the server runs and what that decides (log decoder, who restarts
+  it, the journal, what is refused); `restart.restarter.Restarter`: the one restart path;
+- `store/`: `LocalStore` (last launch, undo records), `Changes` (presets written and undone), `Records`
+  (the ledger); `host/`: what the host says about the draft, target and data, and the doctor's facts.
 
-Changing methods raise `ReadOnlyError` when the session is read-only, and `UserError` for a second
-restart while one runs.
+Every entry point that changes what runs begins with `_changing`: read-only refused (`ReadOnlyError`),
+the deployment asked, the restart claimed (`UserError` for a second one while one runs).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,21 +34,11 @@ from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.session.actions import refuse_readonly
-from eagle3_tui.session.changes import Changed, Changes
-from eagle3_tui.session.checkjob import CheckDefaults, CheckEvent, EventHandler, check_request
-from eagle3_tui.session.checkjob import run_check as run_check_job
+from eagle3_tui.session.check.job import CheckDefaults, CheckEvent, EventHandler, check_request
+from eagle3_tui.session.check.job import run_check as run_check_job
+from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import conn_view, make_host
-from eagle3_tui.session.deploy_wiring import check_action, files_of, release_to_log, wire, wire_remembered
-from eagle3_tui.session.deployment import Deployment
-from eagle3_tui.session.discovery import (
-    LaunchSpec,
-    ServerProcess,
-    discover,
-    pick_server,
-    spec_from_profile,
-    wanted_port,
-    with_log_path,
-)
+from eagle3_tui.session.deploy.part import DeploymentPart
 from eagle3_tui.session.events import (
     BenchFinished,
     BenchProgress,
@@ -57,11 +50,24 @@ from eagle3_tui.session.events import (
     ServerView,
     SessionEvent,
 )
-from eagle3_tui.session.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
-from eagle3_tui.session.httpstats import no_log
-from eagle3_tui.session.inputs import draft_config_problem, input_findings
-from eagle3_tui.session.logfeed import LogFeed
-from eagle3_tui.session.monitor import ServerMonitor
+from eagle3_tui.session.host.deployment import Deployment
+from eagle3_tui.session.host.discovery import (
+    ServerProcess,
+    discover,
+    pick_server,
+    spec_from_profile,
+    wanted_port,
+    with_log_path,
+)
+from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
+from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
+from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
+from eagle3_tui.session.host.served import parse_argv, served
+from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
+from eagle3_tui.session.live.monitor import GroupGone, ServerMonitor
+from eagle3_tui.session.live.runstate import RunTracker
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
@@ -72,14 +78,11 @@ from eagle3_tui.session.presets import (
     plan_flags,
     plan_layers,
 )
-from eagle3_tui.session.probe import TargetInfo, client_options, read_target
-from eagle3_tui.session.records import Records, bench_results, config_snapshot, jsonable
-from eagle3_tui.session.restart import Restarter
-from eagle3_tui.session.restart_timing import LOG_TAIL_LINES
-from eagle3_tui.session.served import parse_argv, served
-from eagle3_tui.session.state import RunTracker
-from eagle3_tui.session.store import LocalStore
-from eagle3_tui.session.training_data import TrainingData, read_head, resolve
+from eagle3_tui.session.restart.restarter import Restarter
+from eagle3_tui.session.store.changes import Changed, Changes
+from eagle3_tui.session.store.local import LocalStore
+from eagle3_tui.session.store.records import Records, bench_results, config_snapshot, jsonable
+from eagle3_tui.session.tasks import TaskSet
 from eagle3_tui.session.views import Listener, Views
 from eagle3_tui.sglang.logline import Failure
 from eagle3_tui.telemetry.metrics import Telemetry
@@ -115,44 +118,41 @@ class Session:
         self.telemetry = Telemetry()
         self.telemetry.baseline_tps = profile.baseline_tps
         self.findings: list[Finding] = []
-        self.input_problems: list[Finding] = []
-        """Findings about inputs that could not be read (session/inputs.py), shown before the doctor's."""
+        self._input_problems: list[Finding] = []
+        """Findings about inputs that could not be read (session/host/inputs.py), shown before the doctor's."""
         self.check: CheckReport | None = None
         self.training: TrainingData | None = None
         """The training data read for the doctor's trained wiring (use_training_data); None: the profile's slots."""
         self.facts: Facts | None = None
-        self.servers: list[ServerProcess] = []
-        self.last_bench: BenchResult | None = None
+        self._servers: list[ServerProcess] = []
+        self._last_bench: BenchResult | None = None
         self.target = TargetInfo()
-        self.tracker = RunTracker()
-        self.feed = LogFeed(self.host, self.tracker, self.views, self.telemetry, on_failure=self._on_failure_line)
+        self._tracker = RunTracker()
+        self._feed = LogFeed(self.host, self._tracker, self.views, self.telemetry, on_failure=self._on_failure_line)
         # uvicorn's access lines when stdout is their own file (`> access.log 2> server.log`): shown in the
         # log pane with the log's lines, never part of the run state (a tracker of their own)
-        self.access_feed = LogFeed(self.host, RunTracker(), self.views, self.telemetry)
+        self._access_feed = LogFeed(self.host, RunTracker(), self.views, self.telemetry)
         self.access_log: str | None = None
         self.store = LocalStore(profile)
-        self.changes = Changes(self.host, self.store)
+        self._changes = Changes(self.host, self.store)
         self.records = Records(profile.name, self.views)
-        self.restarter = Restarter(self.host, profile, self.views, self.tracker, self.feed, self.client,
-                                   self._on_launched)
-        self.monitor = ServerMonitor(self.host, self.views, self.feed, self.tracker, self.restarter, self.telemetry,
-                                     self.client, log_path=self._log_path, rediscover=self.refresh_servers,
-                                     reread_facts=self.read_launch_facts,
-                                     refresh_findings=lambda: self.refresh_findings(quiet=True),
-                                     no_log=lambda: no_log(self.deployment, self.server.log_path))
+        self._tasks = TaskSet()
+        self._claim = RestartClaim()
+        self.deploy = DeploymentPart(self.host, profile, self.views, self._feed, self._tracker, self.client, self._tasks)
+        self.restarter = Restarter(self.host, profile, self.views, self._tracker, self._feed, self.client,
+                                   self._claim, self.deploy, self._on_launched)
+        self._monitor = ServerMonitor(self.host, self.views, self._feed, self._tracker, self._claim, self.telemetry,
+                                      self.client, self.deploy)
         self._spec: LaunchSpec | None = None
-        self.deployment = Deployment()
-        """Where the attached server runs (deployment.py): what a restart goes through and what it refuses."""
         self._client: SGLangClient | None = None
         self._client_port: int | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._poll_task: asyncio.Task[None] | None = None
         self._remove_state_listener: Callable[[], None] | None = None
         self._connected = False
         self._attached = False
         self._closed = False
         self.recovered: str | None = None
-        """What attaching found of an interrupted change (changes.py), in one sentence; None: nothing."""
+        """What attaching found of an interrupted change (store/changes.py), in one sentence; None: nothing."""
 
     # ------------------------------------------------------------ views and listeners
 
@@ -171,7 +171,12 @@ class Session:
 
     @property
     def restarting(self) -> bool:
-        return self.restarter.busy
+        return self._claim.busy
+
+    @property
+    def deployment(self) -> Deployment:
+        """Where the attached server runs (host/deployment.py): what a restart goes through and what it refuses."""
+        return self.deploy.current
 
     def add_listener(self, fn: Listener) -> None:
         self.views.add_listener(fn)
@@ -183,21 +188,26 @@ class Session:
         self.views.emit(event)
 
     def _check_writable(self, action: str, detail: str = "") -> None:
-        if self.readonly:
+        if self.readonly and not (self.profile.demo and action in ("start", "stop")):  # the demo's own sim server
             raise refuse_readonly(action, detail, how="the session was started with --readonly")
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    @contextlib.asynccontextmanager
+    async def _changing(self, action: str, needs: str | None, *, detail: str = "",
+                        into_log: bool = False) -> AsyncIterator[None]:
+        """What every entry point that changes what runs does first: refuse when read-only, ask the
+        deployment (`needs`: what it must allow), and hold the one restart for the block."""
+        self._check_writable(action, detail)
+        if needs is not None:
+            self.deploy.check(needs, into_log=into_log)
+        async with self._claim:
+            yield
 
     def recent_log(self, n: int = LOG_TAIL_LINES) -> list[str]:
-        return self.feed.recent(n)
+        return self._feed.recent(n)
 
     def ingest_log(self, lines: list[str], *, log_time: bool = False) -> None:
         """Feed log lines through the real reader and run state (a recorded log; no host needed)."""
-        self.feed.ingest_now(lines, log_time=log_time)
+        self._feed.ingest_now(lines, log_time=log_time)
 
     # ------------------------------------------------------------ connection and attach
 
@@ -223,33 +233,33 @@ class Session:
             return
         await self.connect()
         self._attached = True
-        await self.recover_changes()
+        await self._recover_changes()
         await self.refresh_servers()
         self._recover_restart()
         if self._spec is None:
             self._spec = self._remembered_spec()
             if self._spec is not None:
-                self.views.set_server(state="stopped", port=self._spec.port, log_path=self._spec.log_path,
-                                      argv=self._spec.argv, message="no server running; start one with the launch command")
+                self.views.set_server(self.server.with_launch(self._spec.port, self._spec.log_path, self._spec.argv)
+                                      .with_state("stopped", "no server running; start one with the launch command"))
         await self.read_launch_facts()  # the profile's draft/target paths serve when nothing runs
         if self.server.state == "ready" and self.server.pgid:
             with contextlib.suppress(UserError):
                 if not await (await self.client()).health(timeout=5):
                     self.views.set_state("starting", "attached while the server loads")
         if self.server.log_path:
-            self.feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
+            self._feed.start(self.server.log_path, start="end", last_lines=ATTACH_LAST_LINES)
         if self.access_log:
-            self.access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
+            self._access_feed.start(self.access_log, start="end", last_lines=ATTACH_LAST_LINES)
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = self._spawn(self.monitor.run())
+            self._poll_task = self._tasks.spawn(self._watch())
         await self.refresh_findings()
         if self.telemetry.baseline_tps is None:
             self.telemetry.baseline_tps = self.records.last_baseline_tps()
 
-    async def recover_changes(self) -> str | None:
+    async def _recover_changes(self) -> str | None:
         """Settle an undo record a killed or cut-off change left unfinished, and say how (a warning)."""
         try:
-            self.recovered = await self.changes.recover()
+            self.recovered = await self._changes.recover()
         except UserError as err:
             self.recovered = f"an unfinished change could not be checked on the host: {err}"
         if self.recovered:
@@ -278,12 +288,12 @@ class Session:
         server stands (a server found is watched; none: `restart` finishes it)."""
         with contextlib.suppress(UserError):  # the session closed first: the next attach says it
             await self.host.wait_connected()
-            if self.restarter.busy:
+            if self._claim.busy:
                 return  # a new restart already runs; it states its own outcome
             await self.refresh_servers()
             note = self._recover_restart()
             if note and self.server.state == "failed":  # failed by the lost connection; nothing runs now
-                self.views.set_server(state="stopped", pid=None, pgid=None, message=note)
+                self.views.set_server(self.server.without_process().with_state("stopped", note))
 
     def _remembered_spec(self) -> LaunchSpec | None:
         remembered = self.store.load_launch()
@@ -294,22 +304,23 @@ class Session:
     async def refresh_servers(self) -> list[ServerProcess]:
         """Look at the process table again; pick the profile's port, or the only server."""
         found = await discover(self.host, log_path=self.profile.log_path, launch_command=self.profile.launch_command)
-        self.servers = found.servers
+        self._servers = found.servers
         for note in found.notes:  # SGLang runs, but its launch args cannot be read (see `discovery.titled_groups`)
             self.views.notice(note, "warning")
         want = wanted_port(self.profile)
-        chosen = pick_server(self.servers, want)
+        chosen = pick_server(self._servers, want)
         if chosen is not None and chosen.note:
             self.views.notice(chosen.note, "warning")
-        if chosen is None and want is None and len(self.servers) > 1:
-            self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self.servers)
+        if chosen is None and want is None and len(self._servers) > 1:
+            self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self._servers)
                               + "): pick one (or set the port in the profile)", "warning")
         if chosen is not None:
             self._adopt(chosen)
         elif self.server.state in ("unknown", "ready"):
-            gone = not self.servers or want is not None
-            self.views.set_server(state="stopped" if gone else "unknown", pid=None, pgid=None)
-        return self.servers
+            gone = not self._servers or want is not None
+            self.views.set_server(self.server.without_process().with_state("stopped" if gone else "unknown",
+                                                                           self.server.message))
+        return self._servers
 
     def _adopt(self, proc: ServerProcess) -> None:
         spec = proc.spec().with_env(self.profile.launch_env)  # the profile's launch_env over what it ran with
@@ -317,10 +328,11 @@ class Session:
             spec = dataclasses.replace(spec, log_path=self.profile.log_path)
         self._spec = spec
         self.access_log = proc.access_log
-        wire(self, proc.deployment, proc.argv)
+        self.deploy.fit(proc.deployment, proc.argv)
         self.store.save_launch(spec)
-        self.views.set_server(state="ready", pid=proc.pid, pgid=proc.pgid, started_at=proc.start_time,
-                              port=spec.port, log_path=spec.log_path, argv=spec.argv, kind=proc.kind, message="")
+        self.views.set_server(self.server.with_process(proc.pid, proc.pgid, proc.start_time)
+                              .with_launch(spec.port, spec.log_path, spec.argv).with_kind(proc.kind)
+                              .with_state("ready"))
         self._update_served()
 
     def _update_served(self) -> None:
@@ -329,20 +341,20 @@ class Session:
         if args is None:
             return
         view, eff = served(args, target_arch=self.target.arch, draft_text=self.target.draft_text,
-                           num_layers=self.target.num_layers, presets=self.presets(), installed=self.installed())
+                           num_layers=self.target.num_layers, presets=self.presets(), installed=self._installed())
         self.telemetry.num_steps = eff.steps
-        self.views.set_server(**view.as_changes())
+        self.views.set_server(self.server.with_served(view))
 
     async def read_launch_facts(self) -> None:
         """Draft config, target config, checkpoint header, embed-capture support (all best effort)."""
         try:
-            files = files_of(self.host, self.deployment)  # a container's paths: through its root
+            files = self.deploy.files()  # a container's paths: through its root
             self.target = await read_target(files, self._spec, self.profile)
-            self.input_problems = await input_findings(files, self.target, self.profile,
+            self._input_problems = await input_findings(files, self.target, self.profile,
                                                        self.target.checkpoint_path)
         except UserError as err:
             self.views.notice(str(err), "warning")
-        if any(f.rule_id == "draft-config-malformed" for f in self.input_problems):
+        if any(f.rule_id == "draft-config-malformed" for f in self._input_problems):
             self.target.draft_text = None  # said by its finding; no rule or preset reads it as a config
         self._update_served()
 
@@ -366,13 +378,34 @@ class Session:
 
     async def poll_server_info(self) -> dict[str, Any]:
         """One /server_info read: effective values as the server reports them, accept length."""
-        return await self.monitor.poll_server_info()
+        return await self._monitor.poll_server_info()
+
+    async def _watch(self) -> None:
+        """What the monitor sees, acted on: the doctor on new numbers; a process group gone looked at
+        again, and a server restarted by someone else followed, else stated as exited."""
+        async for seen in self._monitor.watch():
+            if isinstance(seen, GroupGone):
+                await self._server_gone(seen.pgid)
+            else:
+                with contextlib.suppress(Exception):
+                    await self.refresh_findings(quiet=True)
+
+    async def _server_gone(self, pgid: int) -> None:
+        with contextlib.suppress(UserError):
+            await self.refresh_servers()
+            if self.server.pgid not in (None, pgid):  # restarted by someone else: follow the new one
+                self.views.notice(f"the server was restarted outside this session (now pid {self.server.pid})")
+                if not await (await self.client()).health(timeout=5):
+                    self.views.set_state("starting", "restarted outside this session: loading")
+                await self.read_launch_facts()
+                return
+            await self._monitor.mark_exited(pgid, self._log_path())
 
     def _log_path(self) -> str | None:
         return self._spec.log_path if self._spec else self.server.log_path
 
     def _on_failure_line(self, failure: Failure) -> None:
-        if not self.restarter.busy and self.server.state == "ready":
+        if not self._claim.busy and self.server.state == "ready":
             self.views.notice(f"server log: {failure.kind}: {failure.last_line}", "error")
 
     # ------------------------------------------------------------ doctor
@@ -382,10 +415,10 @@ class Session:
         return FactsSnapshot(
             server=self.server, target=self.target,
             launch_argv=self._spec.argv if self._spec is not None else None,
-            server_info=self.monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
+            server_info=self._monitor.server_info, data_slots=self.profile.data_slots, data_glob=self.profile.data_glob,
             data_convention=self.training.convention if self.training is not None else None,
             live=self.telemetry.summary(LIVE_WINDOW_S), accept_points=len(self.telemetry.series["accept_len"]),
-            last_bench=self.last_bench, check=self.check, log_warnings=tuple(self.feed.warnings),
+            last_bench=self._last_bench, check=self.check, log_warnings=tuple(self._feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
         )
@@ -425,7 +458,7 @@ class Session:
         from eagle3_tui.doctor import diagnose
 
         self.facts = build_facts(self.facts_snapshot())
-        findings = [*self.input_problems, *diagnose(self.facts)]
+        findings = [*self._input_problems, *diagnose(self.facts)]
         changed = findings != self.findings
         self.findings = findings
         if changed or not quiet:
@@ -436,14 +469,14 @@ class Session:
 
     def presets(self) -> list[Preset]:
         current = parse_argv(self._spec.argv) if self._spec is not None else None
-        installed = self.installed()
+        installed = self._installed()
         builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
         builtins += advice_presets(self.findings or ())  # the doctor's better-flags, when it advises
         return all_presets(builtins, self.profile.presets, self.target.num_layers, installed)
 
-    def installed(self) -> Answer | None:
+    def _installed(self) -> Answer | None:
         """The installed SGLang's answer for the target (no id key): its source, else /server_info's version."""
-        return base_installed(self.target, self.server.version, self.monitor.server_info)
+        return base_installed(self.target, self.server.version, self._monitor.server_info)
 
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
@@ -464,44 +497,30 @@ class Session:
         self.target.draft_text = before
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
                            embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
-                           installed=self.installed())
+                           installed=self._installed())
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""
-        self._check_writable("apply", plan.preset.name)
-        check_action(self.deployment, "flags" if plan.kind == "flags" else "restart")
-        self.restarter.check_idle()
-        if plan.problems:
-            raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
-        spec = self._spec
-        await self.check_target(spec, f"apply preset {plan.preset.name!r}")
-        if spec is None:
-            raise UserError("no server to restart after the change: none was found and the profile has no launch command")
-        self.restarter.begin()  # from here on a second restart is refused
-        try:
-            done = await self.changes.apply(plan, spec)
-        except BaseException:
-            self.restarter.end()
-            raise
-        self._changed(done, "preset", {"diff": plan.diff, "warnings": plan.warnings}, f"applied {plan.preset.name}",
-                      f"preset {plan.preset.name}")
-        await self._restart(reason=f"preset {plan.preset.name}")
+        async with self._changing("apply", "flags" if plan.kind == "flags" else "restart", detail=plan.preset.name):
+            if plan.problems:
+                raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
+            await self._check_target(self._spec, f"apply preset {plan.preset.name!r}")
+            if self._spec is None:
+                raise UserError("no server to restart after the change: none was found and the profile has no "
+                                "launch command")
+            done = await self._changes.apply(plan, self._spec)
+            self._changed(done, "preset", {"diff": plan.diff, "warnings": plan.warnings},
+                          f"applied {plan.preset.name}", f"preset {plan.preset.name}")
+            await self._restart(reason=f"preset {plan.preset.name}")
 
     async def rollback(self) -> None:
         """Undo the last applied preset (the config backup byte for byte, or the previous argv) and restart."""
-        self._check_writable("rollback")
-        check_action(self.deployment, "restart")
-        self.restarter.check_idle()
-        undo = self.changes.next_undo()
-        await self.check_target(self._spec or self._remembered_spec(), "roll back")
-        self.restarter.begin()
-        try:
-            done = await self.changes.undo(undo, self._spec or self._remembered_spec())
-        except BaseException:
-            self.restarter.end()
-            raise
-        self._changed(done, "rollback", {}, f"rolled back {done.preset}", "rollback")
-        await self._restart(reason="rollback")
+        async with self._changing("rollback", "restart"):
+            undo = self._changes.next_undo()
+            await self._check_target(self._spec or self._remembered_spec(), "roll back")
+            done = await self._changes.undo(undo, self._spec or self._remembered_spec())
+            self._changed(done, "rollback", {}, f"rolled back {done.preset}", "rollback")
+            await self._restart(reason="rollback")
 
     def _changed(self, done: Changed, kind: str, results: dict[str, Any], note: str, mark: str) -> None:
         self._spec = done.spec
@@ -517,64 +536,54 @@ class Session:
 
     async def start_server(self) -> None:
         """Start the server with the profile's launch command (or the last known one)."""
-        if not self.profile.demo:  # the demo's own sim server is started even when read-only
-            self._check_writable("start")
-        self.restarter.check_idle()
-        if self._spec is None:
-            self._spec = self._remembered_spec()
-        if self._spec is None:
-            raise UserError("no launch command: set launch_command in the profile")
-        await self.check_target(self._spec, "start the server")
-        self.restarter.begin()
-        await self._restart(reason="start")
+        async with self._changing("start", None):
+            if self._spec is None:
+                self._spec = self._remembered_spec()
+            if self._spec is None:
+                raise UserError("no launch command: set launch_command in the profile")
+            await self._check_target(self._spec, "start the server")
+            await self._restart(reason="start")
 
     async def stop_server(self) -> None:
-        if not self.profile.demo:
-            self._check_writable("stop")
-        check_action(self.deployment, "stop")
+        self._check_writable("stop")
+        self.deploy.check("stop")
         await self.restarter.stop()
 
     async def restart(self, *, into_log: bool = False) -> None:
         """Stop, wait for the port, relaunch with the same argv/cwd/env, wait until ready.
 
         `into_log`: a server in a terminal pane or a pipe is relaunched detached into a log file."""
-        self._check_writable("restart")
-        check_action(self.deployment, "restart", into_log=into_log)
-        if into_log:
-            release_to_log(self)
-        self.restarter.check_idle()
-        await self.check_target(self._spec, "restart the server")
-        if self._spec is None:
-            raise UserError("no server to restart: none was found and the profile has no launch command")
-        self.restarter.begin()
-        await self._restart(reason="restart")
+        async with self._changing("restart", "restart", into_log=into_log):
+            if into_log:
+                self.deploy.release_to_log()
+            await self._check_target(self._spec, "restart the server")
+            if self._spec is None:
+                raise UserError("no server to restart: none was found and the profile has no launch command")
+            await self._restart(reason="restart")
 
     async def relaunch(self, argv: Sequence[str], *, reason: str) -> None:
         """Restart with `argv` as the launch command, through the one restart path, without an undo
         record: the flag sweep keeps one record (its first change) for all its steps and restores
         through `rollback`."""
-        self._check_writable("restart")
-        check_action(self.deployment, "flags")
-        self.restarter.check_idle()
-        await self.check_target(self._spec, "restart the server")
-        if self._spec is None:
-            raise UserError("no server to restart: none was found and the profile has no launch command")
-        self.restarter.begin()
-        self._spec = self._spec.with_argv(tuple(argv))
-        self.store.save_launch(self._spec)
-        self._update_served()
-        await self._restart(reason=reason)
+        async with self._changing("restart", "flags"):
+            await self._check_target(self._spec, "restart the server")
+            if self._spec is None:
+                raise UserError("no server to restart: none was found and the profile has no launch command")
+            self._spec = self._spec.with_argv(tuple(argv))
+            self.store.save_launch(self._spec)
+            self._update_served()
+            await self._restart(reason=reason)
 
-    async def check_target(self, spec: LaunchSpec | None, what: str) -> None:
+    async def _check_target(self, spec: LaunchSpec | None, what: str) -> None:
         """Refuse, naming what was found, unless `what` acts on the server the user named: the one on the
         port asked for (`--port`, the profile's port, its launch command's), else, with none named, the
         only one running. A server not running may be started only on the port asked for, and only when
         nothing else holds that port. Called before anything on the host changes."""
         want = wanted_port(self.profile)
-        found = "; ".join(s.label for s in self.servers) or "none"
-        adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self.servers)
+        found = "; ".join(s.label for s in self._servers) or "none"
+        adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self._servers)
         if want is None:
-            if not adopted and len(self.servers) > 1:
+            if not adopted and len(self._servers) > 1:
                 raise UserError(f"refusing to {what}: several SGLang servers run here ({found}) and none was "
                                 "named: give --port (or set the port in the profile); nothing was changed")
             return
@@ -600,10 +609,10 @@ class Session:
         self._update_served()
 
     async def _restart(self, *, reason: str) -> None:
-        """The restart (the caller claimed it), then what the new server says about itself."""
+        """The restart (the caller holds the claim), then what the new server says about itself."""
         assert self._spec is not None
         self._spec = with_log_path(self._spec, self.profile.log_path)
-        wire_remembered(self, self._spec)
+        self.deploy.fit_remembered(self._spec)
         self.store.begin_restart({"reason": reason, "since": time.time(), "port": self._spec.port,
                                   "pgid_before": self.server.pgid, "pid": os.getpid()})
         try:
@@ -614,7 +623,7 @@ class Session:
                 self.host.state.kind == "connected" or self.profile.local)
             if lost:  # the record stays (the next attach says it too); once the host is back, say where it stands
                 err.exit_code = EXIT_CONNECTION_LOST  # a command ends on it with the lost connection's status
-                self._spawn(self._restart_cut_off())
+                self._tasks.spawn(self._restart_cut_off())
             else:
                 self.store.end_restart()  # a stated outcome
             self._record("restart", {"ok": False, "error": str(err)}, "failed")
@@ -637,7 +646,7 @@ class Session:
         if self.server.state not in ("ready", "unknown"):
             raise UserError(f"the server is {self.server.state}; start it before benchmarking")
         if wanted_port(self.profile) is None:
-            await self.check_target(None, "benchmark")  # several servers, none named: which one is unknown
+            await self._check_target(None, "benchmark")  # several servers, none named: which one is unknown
         if baseline and self.server.speculative:
             raise UserError("a baseline run needs the server without speculation: apply the "
                             f"{NO_SPEC_PRESET!r} preset first (and roll back after)")
@@ -654,7 +663,7 @@ class Session:
             raise
         if baseline:
             self.telemetry.baseline_tps = result.output_tps
-        self.last_bench = result
+        self._last_bench = result
         self._record("baseline" if baseline else "benchmark", self.bench_results(result))
         self.telemetry.mark(time.time(), "baseline" if baseline else "benchmark")
         self._emit(BenchFinished(result, None))
@@ -712,7 +721,7 @@ class Session:
 
     # ------------------------------------------------------------ ledger
 
-    def ledger(self) -> Ledger:
+    def _ledger(self) -> Ledger:
         return self.records.ledger()
 
     def ledger_rows(self) -> list[LedgerRow]:
@@ -729,13 +738,10 @@ class Session:
     async def close(self) -> None:
         """Stop following and polling; the server keeps running."""
         self._closed = True
-        await self.feed.close()
-        await self.access_feed.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
+        await self._feed.close()
+        await self._access_feed.close()
+        await self.deploy.close()
+        await self._tasks.cancel_all()
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()

@@ -1,5 +1,5 @@
 """The restart's timings, in one place for every way a server is restarted (the console's own relaunch,
-a container's engine, systemd, a group of nodes) and for the monitor that watches a server end."""
+a container's engine, systemd, a group of nodes) and for the monitor that watches a server end. A leaf: every part may read it."""
 
 from __future__ import annotations
 
@@ -17,5 +17,3 @@ FIND_POLL_S = 0.3
 """How often a restarted container's or unit's new server is looked for."""
 LAST_LINES_GRACE_S = 0.5
 """After the group is gone, the follower still delivers its last lines."""
-LOG_TAIL_LINES = 40
-"""The log's last lines a failed restart shows."""

@@ -22,8 +22,8 @@ from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
+from eagle3_tui.session.events import RestartFailed
 from eagle3_tui.session.presets import plan_flags, set_flags
-from eagle3_tui.session.restart import RestartFailed
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
@@ -129,7 +129,8 @@ class Sweep:
             raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
         if getattr(self.session, "readonly", False):
             raise refuse_readonly("sweep", how="the session was started with --readonly")
-        self.session.restarter.check_idle()
+        if self.session.restarting:
+            raise UserError("a restart is already running; wait for it to finish")
         result = SweepResult(list(spec.argv))
         recorded = False  # the one undo record (holding the start argv) exists
         t0 = time.monotonic()

@@ -6,8 +6,7 @@ server view, tell the listeners" is written once.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from eagle3_tui.session.events import (
@@ -49,15 +48,15 @@ class Views:
     def notice(self, message: str, severity: Severity = "information") -> None:
         self.emit(Notice(message, severity))
 
-    def set_server(self, **changes: object) -> None:
-        """Replace the server view with `changes` applied; listeners hear it only when it changed."""
-        new = dataclasses.replace(self.server, **changes)  # type: ignore[arg-type]
+    def set_server(self, new: ServerView) -> None:
+        """Publish a new server view (one of `ServerView`'s typed `with_*` updates of `server`); listeners
+        hear it only when it changed."""
         if new != self.server:
             self.server = new
             self.emit(ServerChanged(new))
 
-    def set_state(self, state: ServerState, message: str = "", **changes: object) -> None:
-        self.set_server(state=state, message=message, **changes)
+    def set_state(self, state: ServerState, message: str = "", *, log_tail: Sequence[str] | None = None) -> None:
+        self.set_server(self.server.with_state(state, message, log_tail=log_tail))
 
     def set_conn(self, view: ConnView, *, always: bool = False) -> None:
         if always or view != self.conn:

@@ -47,15 +47,15 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None, engine: str = "
     builds: list[Any] = []  # the world build under way (session.demo.WorldBuild): stopped by the cleanup
 
     async def boot(progress: Progress) -> Session:
-        from eagle3_tui.session import demo
+        from eagle3_tui.session import DemoWorldBuild, demo_boot, new_demo_root
 
-        root, removed = await asyncio.to_thread(demo.new_state_root, temp_dir)
+        root, removed = await asyncio.to_thread(new_demo_root, temp_dir)
         made.append(root)
         if removed:
             progress(f"removed {len(removed)} temp folder(s) left by demos that were killed")
-        build = demo.WorldBuild()
+        build = DemoWorldBuild()
         builds.append(build)
-        return await demo.demo_boot(readonly, root, build, engine=engine)(progress)
+        return await demo_boot(readonly, root, build, engine=engine)(progress)
 
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # the demo's boot points it into its folder
 
@@ -69,19 +69,19 @@ def demo_lifecycle(readonly: bool, temp_dir: Path | None = None, engine: str = "
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor
 
     async def start(session: Session) -> None:
-        from eagle3_tui.session import demo
+        from eagle3_tui.session import demo_attach_and_start
 
-        await demo.attach_and_start(session)
+        await demo_attach_and_start(session)
 
     async def stop(session: Session) -> None:
-        from eagle3_tui.session import demo
+        from eagle3_tui.session import demo_stop_and_close
 
-        await demo.stop_and_close(session)
+        await demo_stop_and_close(session)
 
     def hangup(session: Session) -> None:
-        from eagle3_tui.session import demo
+        from eagle3_tui.session import demo_emergency_stop
 
-        demo.emergency_stop(session)
+        demo_emergency_stop(session)
 
     return Lifecycle(
         boot=boot,
@@ -104,10 +104,10 @@ def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Call
         engine = str(getattr(args, "engine", "sim") or "sim")
         if engine == "sglang":
             from eagle3_tui.errors import UserError
-            from eagle3_tui.session.real_sglang import MISSING, find_real_sglang
+            from eagle3_tui.session import REAL_SGLANG_MISSING, find_real_sglang
 
             if find_real_sglang() is None:
-                raise UserError(MISSING)
+                raise UserError(REAL_SGLANG_MISSING)
         lifecycle = demo_lifecycle(readonly, engine=engine)
         app = make_app(lifecycle=lifecycle, hint=DEMO_HINT, **options)
         return app, lifecycle.cleanup or (lambda: None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3_tui.session.deployment import Deployment
+from eagle3_tui.session.host.deployment import Deployment
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.factory import make_app
 from eagle3_tui.ui.themes import builtin_theme_dir
@@ -25,7 +25,7 @@ async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
         main = app.main
-        session.deployment = POD
+        session.deploy.current = POD
         for action in ("restart", "rollback", "sweep"):
             assert main.check_action(action, ()) is None, action  # shown, disabled
         assert main.check_action("bench", ()) is True
@@ -38,7 +38,7 @@ async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
         await pilot.pause()
         assert len(toasts()) == said + 1 and "pod's controller" in toasts()[-1]
 
-        session.deployment = DOCKER  # the engine restarts it; its flags are the image's
+        session.deploy.current = DOCKER  # the engine restarts it; its flags are the image's
         assert main.check_action("restart", ()) is True and main.check_action("sweep", ()) is None
         await pilot.press("S")
         await pilot.pause()
@@ -49,9 +49,9 @@ async def test_refused_actions_are_disabled_and_their_keys_say_why(tmp_path):
         assert app.screen is not app.screen_stack[0]
         await pilot.press("escape")
 
-        session.deployment = UNIT  # systemctl restart, a drop-in for flags: nothing refused
+        session.deploy.current = UNIT  # systemctl restart, a drop-in for flags: nothing refused
         assert all(main.check_action(a, ()) is True for a in ("restart", "rollback", "sweep"))
-        session.deployment = NODE1
+        session.deploy.current = NODE1
         assert main.check_action("restart", ()) is None
         assert "this is node 1 of 2" in (main.refused("restart") or "")
 
@@ -72,7 +72,7 @@ async def test_restart_of_a_pane_server_is_offered_into_a_log_file(tmp_path):
     app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=tmp_path / "s")
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)
-        session.deployment = PANE
+        session.deploy.current = PANE
         assert app.main.check_action("restart", ()) is None  # a plain restart would leave the pane
         await pilot.press("R")
         await pilot.pause()

@@ -67,7 +67,7 @@ class DataModal(ModalScreen["str | None"]):
     @on(Button.Pressed, "#save")
     def _save(self) -> None:
         from eagle3_tui.errors import UserError
-        from eagle3_tui.session.training_data import parse_slots
+        from eagle3_tui.session import parse_slots
 
         glob = self.query_one("#data-glob", Input).value.strip()
         if not glob:

@@ -37,8 +37,7 @@ from eagle3_tui.ui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Preset
-    from eagle3_tui.session import Session
-    from eagle3_tui.session.sweep import Sweep, SweepResult, SweepStep
+    from eagle3_tui.session import Session, Sweep, SweepResult, SweepStep
     from eagle3_tui.telemetry.ledger import LedgerRow
     from eagle3_tui.ui.keys import Key
     from eagle3_tui.ui.screens.modals import ConfirmModal
@@ -508,10 +507,8 @@ class MainScreen(Screen[None]):
         needs = act.needs if act is not None else ()
         if not needs or self.session is None:
             return None
-        from eagle3_tui.session.deploy_wiring import refusals
-
         dep = self.session.deployment
-        why = refusals(dep)
+        why = dep.refusals()
         reason = next((why[a] for a in needs if a in why), None)
         return None if reason is None else f"{dep.label or dep.kind}: {reason}"
 
@@ -525,10 +522,8 @@ class MainScreen(Screen[None]):
 
     def _say_refused(self, action: str, why: str) -> None:
         """Why an action is refused; a restart of a server in a pane or a pipe is offered into a log file."""
-        from eagle3_tui.session.deploy_wiring import INTO_LOG_KINDS
-
         session = self.session
-        if action != "restart" or session is None or session.deployment.kind not in INTO_LOG_KINDS:
+        if action != "restart" or session is None or not session.deployment.restarts_into_log:
             self.notify(why, severity="warning", timeout=10)
             return
         if self._restarting():
@@ -718,7 +713,7 @@ class MainScreen(Screen[None]):
 
     # -- the flag sweep ------------------------------------------------------------------------------------
     def action_sweep(self) -> None:
-        from eagle3_tui.session.sweep import Sweep
+        from eagle3_tui.session import Sweep
 
         session = self.session
         assert session is not None

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from eagle3_tui import faults
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.errors import RemoteFileNotFound
-from eagle3_tui.session.discovery import LaunchSpec
-from eagle3_tui.session.store import LocalStore, Undo
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.store.local import LocalStore, Undo
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
+from eagle3_tui.session.events import Served
 from eagle3_tui.session.presets import NO_SPEC_PRESET
 from eagle3_tui.sglang import launch
 
@@ -21,28 +21,6 @@ if TYPE_CHECKING:
     from eagle3_tui.sglang.installed import Answer
 
 DISABLE_CUDA_GRAPH = "--disable-cuda-graph"
-
-
-@dataclass(frozen=True)
-class Served:
-    """The fields of `ServerView` a launch command and a draft config decide."""
-
-    speculative: bool
-    algorithm: str | None
-    steps: int | None
-    topk: int | None
-    draft_tokens: int | None
-    requested_draft_tokens: int | None
-    adjusted: tuple[str, ...]
-    layer_ids: tuple[int, ...] | None
-    boundaries: tuple[int, ...] | None
-    """What prefill captures (the installed release's rule when it is known)."""
-    active_preset: str | None
-    decode_boundaries: tuple[int, ...] | None = None
-    """What decode feeds the draft, when it differs from prefill (CUDA graphs captured before the ids)."""
-
-    def as_changes(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 def parse_argv(argv: Sequence[str] | None) -> launch.LaunchArgs | None:

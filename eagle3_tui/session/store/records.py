@@ -12,8 +12,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.discovery import LaunchSpec, redact_env
 from eagle3_tui.session.events import LedgerChanged, ServerView
+from eagle3_tui.session.launch import LaunchSpec, redact_env
 
 if TYPE_CHECKING:
     from eagle3_tui.session.views import Views

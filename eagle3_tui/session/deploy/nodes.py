@@ -21,27 +21,22 @@ from typing import TYPE_CHECKING
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import LOCAL_NAMES
-from eagle3_tui.session.discovery import LaunchSpec, ServerProcess, default_log_path, discover_servers
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.restart_timing import FAILED_STOP_GRACE_S, LOG_TAIL_LINES, STOP_GRACE_S
+from eagle3_tui.session.host.discovery import ServerProcess, default_log_path, discover_servers
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES
+from eagle3_tui.session.restart.strategy import NodeFailed
+from eagle3_tui.session.restart_timing import FAILED_STOP_GRACE_S, STOP_GRACE_S
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.deploy_restart import Parts
-    from eagle3_tui.session.deployment import Deployment
+    from eagle3_tui.session.host.deployment import Deployment
+    from eagle3_tui.session.restart.strategy import Parts
 
 CONNECT_TIMEOUT_S = 30.0
 
 HostFor = Callable[[str], "Host"]
-
-
-class NodeFailed(RestartFailed):
-    """A node other than the head did not come back; `log_tail` is that node's own log."""
-
-    def __init__(self, message: str, log_tail: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.log_tail = log_tail
 
 
 @dataclass

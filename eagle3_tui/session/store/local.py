@@ -20,7 +20,7 @@ from typing import Any
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
 from eagle3_tui.remote.atomic import replace_local
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.launch import LaunchSpec
 
 UNDO_DEPTH = 20
 UNDO_KINDS = ("layers", "flags")

@@ -25,9 +25,10 @@ from eagle3_tui.remote.errors import RemoteFileNotFound
 from eagle3_tui.session.events import RestartFailed
 
 if TYPE_CHECKING:
-    from eagle3_tui.session.deploy_restart import Parts
-    from eagle3_tui.session.deployment import Deployment
-    from eagle3_tui.session.discovery import LaunchSpec, ServerProcess
+    from eagle3_tui.session.host.deployment import Deployment
+    from eagle3_tui.session.host.discovery import ServerProcess
+    from eagle3_tui.session.launch import LaunchSpec
+    from eagle3_tui.session.restart.strategy import Parts
 
 UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "eagle3-tui.conf"
@@ -147,7 +148,7 @@ class SystemdRestart:
 
     async def _new_server(self) -> ServerProcess:
         """The unit's new main process (`systemctl show -p MainPID`), once discovery sees it as a server."""
-        from eagle3_tui.session.discovery import discover_servers
+        from eagle3_tui.session.host.discovery import discover_servers
 
         deadline = time.monotonic() + self._parts.deadline_s
         while time.monotonic() < deadline:

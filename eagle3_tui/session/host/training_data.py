@@ -17,7 +17,7 @@ from typing import Any
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
-from eagle3_tui.session.checkjob import run_shipped
+from eagle3_tui.session.check.job import run_shipped
 
 HOW_TO_GIVE = ("give it with --data GLOB [--data-slots B0,B1,..] (or data_glob and data_slots in the host's "
                "profile; in the console: d in the Accuracy pane)")
@@ -128,7 +128,7 @@ def resolve(head: DataHead, slots: Sequence[int] | None, *, num_layers: int | No
 async def read_head(host: Host, python: str, glob: str) -> DataHead:
     """The data's first file read on `host` with its own Python (torch and safetensors there)."""
     # the zip's path (the job's folder and a slash) on the command line: a check starting meanwhile sees
-    # the folder in use (session/leftovers.py) and leaves it alone
+    # the folder in use (session/check/leftovers.py) and leaves it alone
     got = await run_shipped(host, python, lambda zip_path: [python, "-c", _DESCRIBE, zip_path, glob], timeout=120)
     line = next((ln for ln in reversed(got.stdout.splitlines()) if ln.startswith("{")), "")
     try:

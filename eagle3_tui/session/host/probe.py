@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
+from eagle3_tui.session.host.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import TensorInfo
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.discovery import LaunchSpec
+    from eagle3_tui.session.launch import LaunchSpec
     from eagle3_tui.sglang.installed import Answer, Read
 
 SIM_PATCH_FLAG = "--sim-embed-capture-patch"

@@ -11,25 +11,24 @@ never shown or saved (`redact_env`, `LaunchSpec.to_json`).
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.scripts import ENV_NAME
-from eagle3_tui.session.deploy_journal import journal_source
-from eagle3_tui.session.deployment import (
+from eagle3_tui.session.host.deployment import (
     Deployment,
     ProcView,
     bind_mounts,
     classify,
+    journal_source,
     json_log_default,
     nodes_of,
 )
-from eagle3_tui.session.hfcache import hub_cache_dir
+from eagle3_tui.session.host.hfcache import hub_cache_dir
+from eagle3_tui.session.launch import DEFAULT_PORT, LaunchSpec
 from eagle3_tui.sglang.launch import is_launch_command, parse_launch
 
 if TYPE_CHECKING:
@@ -45,8 +44,6 @@ CONSOLE_CHANGES = frozenset({
 })
 """What a relaunch does not reproduce of the server's environment, each because it names something
 that belonged to the old launch only."""
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.I)
-DEFAULT_PORT = 30000
 
 
 def relaunch_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -55,15 +52,6 @@ def relaunch_env(environ: Mapping[str, str]) -> dict[str, str]:
     and names that are not plain identifiers (bash's exported functions, `BASH_FUNC_f%%`: `env`
     cannot be handed them safely)."""
     return {k: v for k, v in environ.items() if k not in CONSOLE_CHANGES and ENV_NAME.fullmatch(k)}
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET.search(name))
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """For display, logs and the ledger: secret-looking values (HF_TOKEN, ...) replaced."""
-    return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in env.items()}
 
 
 def parse_environ(data: bytes) -> dict[str, str]:
@@ -83,73 +71,6 @@ def log_path_from_fd_target(target: str) -> str | None:
     if t.endswith(" (deleted)") or not t.startswith("/") or t.startswith("/dev/"):
         return None
     return t
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What a relaunch runs: argv, working directory, environment, log file, port."""
-
-    argv: tuple[str, ...]
-    cwd: str | None
-    env: dict[str, str] = field(default_factory=dict)
-    """Variables set for the launch: on top of the launching shell's environment, or (`env_whole`) alone."""
-    log_path: str | None = None
-    port: int = DEFAULT_PORT
-    bind_host: str = "127.0.0.1"
-    owner: str | None = None
-    """Who restarts it when not this console: "docker:<id>", "podman:<id>", "pod:<id>", "systemd:<unit>"."""
-    hf_cache: str | None = None
-    """The server's Hugging Face hub cache, from its whole environment (repo-id model paths resolve there)."""
-    env_whole: bool = False
-    """`env` is the server's whole environment (read from its process): the relaunch starts from it
-    alone (`env -i`), so nothing of the launching shell's (an SSH login's, the console's) slips in."""
-
-    def to_json(self, *, keep_secrets: bool = False) -> str:
-        d = asdict(self)
-        d["argv"] = list(self.argv)
-        for name in ("owner", "hf_cache"):
-            if d[name] is None:
-                del d[name]
-        if not keep_secrets:
-            d["env"] = {k: v for k, v in self.env.items() if not is_secret_name(k)}
-            if len(d["env"]) != len(self.env):
-                d["env_whole"] = False  # secrets not saved: a relaunch from this record takes them from its shell
-        if not d["env_whole"]:
-            del d["env_whole"]
-        return json.dumps(d, indent=2)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LaunchSpec:
-        return cls(
-            argv=tuple(str(a) for a in d["argv"]),
-            cwd=d.get("cwd"),
-            env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
-            log_path=d.get("log_path"),
-            port=int(d.get("port") or DEFAULT_PORT),
-            bind_host=str(d.get("bind_host") or "127.0.0.1"),
-            owner=str(d["owner"]) if d.get("owner") else None,
-            hf_cache=str(d["hf_cache"]) if d.get("hf_cache") else None,
-            env_whole=d.get("env_whole") is True,
-        )
-
-    def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
-        """The same cwd, env, log and owner with another command (its port and bind host re-read)."""
-        spec = LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
-        return replace(spec, owner=self.owner, hf_cache=self.hf_cache, env_whole=self.env_whole)
-
-    def with_env(self, extra: Mapping[str, str]) -> LaunchSpec:
-        """The same launch with `extra` (the profile's launch_env) set over its environment."""
-        return replace(self, env={**self.env, **extra}) if extra else self
-
-    @classmethod
-    def from_argv(
-        cls, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None = None, log_path: str | None = None
-    ) -> LaunchSpec:
-        args = parse_launch(argv)
-        host = args.host or "127.0.0.1"
-        if host in ("0.0.0.0", "::", "localhost"):
-            host = "127.0.0.1" if host != "::" else "::1"
-        return cls(tuple(argv), cwd, dict(env or {}), log_path, args.port or DEFAULT_PORT, host)
 
 
 @dataclass(frozen=True)

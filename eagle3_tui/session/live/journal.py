@@ -13,24 +13,15 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.session.host.deployment import journal_argv
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.live.logfeed import LogFeed
     from eagle3_tui.session.views import Views
 
 BATCH_S = 0.1
 RETRY_S = 2.0
-LAST_LINES = 200
-
-
-def journal_argv(unit: str, last_lines: int = LAST_LINES) -> list[str]:
-    return ["journalctl", "-u", f"{unit}.service", "-f", "-o", "cat", "-n", str(last_lines), "--no-pager"]
-
-
-def journal_source(unit: str) -> str:
-    """How `doctor --json` and the status bar name what is followed."""
-    return f"journalctl -u {unit}"
 
 
 class JournalFollow:

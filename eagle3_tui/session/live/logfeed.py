@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import LogBatch, StatsUpdated
-from eagle3_tui.session.ranks import RankMerger
-from eagle3_tui.session.state import LogSwitched, RunTracker
+from eagle3_tui.session.live.ranks import RankMerger
+from eagle3_tui.session.live.runstate import LogSwitched, RunTracker
 from eagle3_tui.sglang.logline import (
     DecodeStats,
     Failure,
@@ -55,6 +55,18 @@ FailureHook = Callable[[Failure], None]
 NOTABLE: frozenset[type] = frozenset({DecodeStats, Failure, ServerArgs, ServerWarning, ServerReady})
 """The event types the feed acts on (the run state takes failures and the ready line); the others
 (access lines, request dumps, Prefill stats, anything else) only travel to the listeners."""
+
+
+LOG_TAIL_LINES = 40
+"""The log's last lines a failed server or restart shows."""
+
+
+async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ...]:
+    """The last lines of the server's log file (else the last lines followed)."""
+    tail: tuple[str, ...] = ()
+    if path and feed.decode is None:  # an engine's log file holds records: the decoded lines followed serve
+        tail = await host.tail_lines(path, LOG_TAIL_LINES)
+    return tail or tuple(feed.recent(LOG_TAIL_LINES))
 
 
 @dataclass

@@ -20,7 +20,7 @@ from eagle3_tui.readers import json_object
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.probe import TargetInfo
+    from eagle3_tui.session.host.probe import TargetInfo
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 

@@ -57,6 +57,9 @@ _POD_REFUSE = {
 }
 
 
+INTO_LOG_KINDS = ("pane", "pipe")
+
+
 @dataclass(frozen=True)
 class Deployment:
     """Where and how a server runs. `log`: the file or source followed (None: HTTP only)."""
@@ -140,6 +143,27 @@ class Deployment:
         engine: Engine | None = "docker" if who == "docker" else "podman" if who == "podman" else None
         return cls("container", engine, ident or None, log=log)
 
+    @property
+    def restarts_into_log(self) -> bool:
+        """A server in a terminal pane or a pipe: offered a restart detached into a log file."""
+        return self.kind in INTO_LOG_KINDS
+
+    def check(self, action: str, *, into_log: bool = False) -> None:
+        """Raise the reason `action` cannot be done safely here (nothing when it can)."""
+        if into_log:
+            if not self.restarts_into_log:
+                raise UserError(f"restart --into-log is for a server in a terminal pane or a pipe; this one is a {self.kind}")
+            return
+        why = self.refusal(action)
+        if why is None and action == "flags":  # a flag preset is applied by a restart
+            why = self.refusal("restart")
+        if why is not None:
+            raise UserError(f"{self.label or self.kind}: {why}")
+
+    def refusals(self) -> dict[str, str]:
+        """Every action refused here, with its reason (for disabling them in the UI)."""
+        return {a: why for a in ("restart", "stop", "flags") if (why := self.refusal(a)) is not None}
+
     def refusal(self, action: str) -> str | None:
         """Why `action` ("restart", "stop", "flags") cannot be done safely here; None when it can."""
         if self.nodes > 1 and action in ("restart", "stop", "flags"):
@@ -152,7 +176,7 @@ class Deployment:
         return _REFUSE.get(self.kind, {}).get(action)
 
     def _nodes_refusal(self, action: str) -> str | None:
-        """Several nodes restart together, from the head, when each is a plain process (deploy_nodes.py)."""
+        """Several nodes restart together, from the head, when each is a plain process (deploy/nodes.py)."""
         if self.node_rank > 0:
             return (f"this is node {self.node_rank} of {self.nodes}: every node is stopped and started together, "
                     f"from the head; attach to node 0 (at {self.dist_init or '?'}) to restart them all")
@@ -324,3 +348,16 @@ def json_log_default(engine: Engine | None, cid: str) -> str | None:
     if engine == "docker":
         return f"/var/lib/docker/containers/{cid}/{cid}-json.log"
     return None
+
+
+JOURNAL_LAST_LINES = 200
+
+
+def journal_argv(unit: str, last_lines: int = JOURNAL_LAST_LINES) -> list[str]:
+    """How a unit that logs only to the journal is followed."""
+    return ["journalctl", "-u", f"{unit}.service", "-f", "-o", "cat", "-n", str(last_lines), "--no-pager"]
+
+
+def journal_source(unit: str) -> str:
+    """How `doctor --json` and the status bar name what is followed."""
+    return f"journalctl -u {unit}"

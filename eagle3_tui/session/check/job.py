@@ -28,7 +28,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.stream import ProcChannel
 from eagle3_tui.remote.types import RunResult
-from eagle3_tui.session.leftovers import remove_leftovers
+from eagle3_tui.session.check.leftovers import remove_leftovers
 
 # python -c _KEEPER: make the job's temp dir, print it, remove it at stdin EOF (or SIGHUP/SIGTERM); a job
 # still writing into it gets a few tries to be gone

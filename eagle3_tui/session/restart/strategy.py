@@ -1,4 +1,4 @@
-"""What a deployment-specific restart (container engine, systemd) plugs into the one restart path.
+"""What a deployment-specific restart (container engine, systemd, other nodes) plugs into the one restart path.
 
 `Restarter.run` keeps the lock, the failure handling and the readiness wait; a strategy replaces only
 "stop the group, wait for the port, spawn detached" with what its owner (the engine, systemd) does,
@@ -14,21 +14,45 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.live.runstate import Launched
 from eagle3_tui.session.restart_timing import FIND_POLL_S
-from eagle3_tui.session.state import Launched
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.discovery import LaunchSpec, ServerProcess
-    from eagle3_tui.session.logfeed import LogFeed
-    from eagle3_tui.session.state import RunTracker
+    from eagle3_tui.session.host.discovery import ServerProcess
+    from eagle3_tui.session.launch import LaunchSpec
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.live.runstate import RunTracker
     from eagle3_tui.session.views import Views
-    from eagle3_tui.sglang.client import SGLangClient
 
 
-ClientFactory = Callable[[], Awaitable["SGLangClient"]]
-"""How a part gets the server's HTTP client (through the port forward when remote)."""
+
+class NodeFailed(RestartFailed):
+    """A node other than the head did not come back; `log_tail` is that node's own log."""
+
+    def __init__(self, message: str, log_tail: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class OtherNodes(Protocol):
+    """The other nodes of a multi-node server (deploy.nodes.NodeGroup): found and stopped before the head,
+    started after it, checked while it loads."""
+
+    async def find(self, t0: float) -> None: ...
+
+    async def stop_others(self, t0: float) -> None: ...
+
+    async def start_others(self, t0: float) -> None: ...
+
+    async def check_others(self) -> None: ...
+
+    async def stop_launched(self, t0: float) -> None: ...
+
+    async def done(self) -> None: ...
+
 
 class RestartStrategy(Protocol):
     """Restart by the server's owner. `relaunch` returns (launch number, pgid) to wait on, or None
@@ -78,7 +102,7 @@ class Parts:
     async def find_server(self, match: Callable[[ServerProcess], bool], before: int | None,
                           t0: float) -> ServerProcess:
         """The server process `match` picks, other than pid `before`, once it shows up (within the deadline)."""
-        from eagle3_tui.session.discovery import discover_servers
+        from eagle3_tui.session.host.discovery import discover_servers
 
         deadline = time.monotonic() + self.deadline_s
         while True:
@@ -90,5 +114,5 @@ class Parts:
             await asyncio.sleep(FIND_POLL_S)
 
     def started(self, proc: ServerProcess, reason: str, log: str | None) -> None:
-        self.views.set_server(state="starting", pid=proc.pid, pgid=proc.pgid, started_at=time.time(),
-                              port=proc.port, log_path=log, argv=proc.argv, message=f"{reason}: loading")
+        self.views.set_server(self.views.server.with_process(proc.pid, proc.pgid, time.time())
+                              .with_launch(proc.port, log, proc.argv).with_state("starting", f"{reason}: loading"))

@@ -17,7 +17,7 @@ from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import ServerView
-from eagle3_tui.session.probe import TargetInfo, installed_for_version
+from eagle3_tui.session.host.probe import TargetInfo, installed_for_version
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ profile's deadline. On failure: state `failed`, the failure event, and the last 
 Which log lines belong to the new launch: the host rotates the old log at the launch, and the log
 is then followed afresh from the new file's first byte (`LogFeed.start(fresh=True)`), so a ready or
 crash line of the previous run's file never decides this launch. A start that fails stops the group
-it launched. Across processes and machines one restart at a time: `restartlock.RestartLock`.
-Several nodes (`nodes`, deploy_nodes.py): the others are found first, stopped before the head and
+it launched. Across processes and machines one restart at a time: `restart.lock.RestartLock`.
+Several nodes (`nodes`, deploy/nodes.py): the others are found first, stopped before the head and
 launched after it; readiness is the head's, and a node that exits fails the restart.
 """
 
@@ -21,32 +21,32 @@ import posixpath
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from eagle3_tui import faults
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deploy_nodes import NodeFailed
-from eagle3_tui.session.deploy_restart import ClientFactory
-from eagle3_tui.session.discovery import LaunchSpec
+from eagle3_tui.session.claim import RestartClaim
+from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import RestartFailed, RestartProgress
+from eagle3_tui.session.launch import LaunchSpec
+from eagle3_tui.session.live.logfeed import log_tail
+from eagle3_tui.session.live.runstate import Launched, RunTracker
+from eagle3_tui.session.restart.lock import RestartLock
+from eagle3_tui.session.restart.strategy import NodeFailed
 from eagle3_tui.session.restart_timing import (
     ALIVE_CHECK_S,
     FAILED_STOP_GRACE_S,
     LAST_LINES_GRACE_S,
-    LOG_TAIL_LINES,
     POLL_S,
     PORT_HELD_S,
     STOP_GRACE_S,
 )
-from eagle3_tui.session.restartlock import RestartLock
-from eagle3_tui.session.state import Launched, RunTracker
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.deploy_nodes import NodeGroup
-    from eagle3_tui.session.deploy_restart import RestartStrategy
-    from eagle3_tui.session.logfeed import LogFeed
+    from eagle3_tui.session.live.logfeed import LogFeed
+    from eagle3_tui.session.restart.strategy import OtherNodes, RestartStrategy
     from eagle3_tui.session.views import Views
 
 
@@ -70,16 +70,18 @@ def is_foreign(argv: list[str]) -> bool:
     return name in _SHELLS or name.startswith(("tmux", "screen"))
 
 
-async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ...]:
-    """The last 40 lines of the server's log file (else the last lines followed)."""
-    tail: tuple[str, ...] = ()
-    if path and feed.decode is None:  # an engine's log file holds records: the decoded lines followed serve
-        tail = await host.tail_lines(path, LOG_TAIL_LINES)
-    return tail or tuple(feed.recent(LOG_TAIL_LINES))
+class RestartOwner(Protocol):
+    """Who restarts the server when not the console itself (the deployment part)."""
+
+    @property
+    def strategy(self) -> RestartStrategy | None: ...
+
+    @property
+    def nodes(self) -> OtherNodes | None: ...
 
 
 class Restarter:
-    """One restart at a time: `begin()` claims it (a second is refused), `run()` does it and releases."""
+    """The one restart path: `run()` stops, relaunches and waits, with the restart claimed by its caller."""
 
     def __init__(
         self,
@@ -89,37 +91,32 @@ class Restarter:
         tracker: RunTracker,
         feed: LogFeed,
         client: ClientFactory,
+        claim: RestartClaim,
+        owner: RestartOwner,
         on_launched: LaunchHook,
     ) -> None:
+        """`owner`: who restarts the server when not the console (the deployment part's `strategy` and
+        `nodes`); `claim`: the one restart, held by the caller of `run`."""
         self._host = host
         self._profile = profile
         self._views = views
         self._tracker = tracker
         self._feed = feed
         self._client = client
+        self._claim = claim
+        self._owner = owner
         self._on_launched = on_launched
-        self._busy = False
         self._started: int | None = None
-        self.strategy: RestartStrategy | None = None
-        """The server's owner restarts it (container engine, systemd: deploy_*.py); None: relaunched here."""
-        self.nodes: NodeGroup | None = None
-        """The other nodes of a multi-node server (deploy_nodes.py): stopped before the head, started after it."""
 
     @property
-    def busy(self) -> bool:
-        return self._busy
+    def strategy(self) -> RestartStrategy | None:
+        """The server's owner restarts it (container engine, systemd: deploy/); None: relaunched here."""
+        return self._owner.strategy
 
-    def check_idle(self) -> None:
-        if self._busy:
-            raise UserError("a restart is already running; wait for it to finish")
-
-    def begin(self) -> None:
-        """Claim the one restart (before a config change, so a second restart is refused meanwhile)."""
-        self.check_idle()
-        self._busy = True
-
-    def end(self) -> None:
-        self._busy = False
+    @property
+    def nodes(self) -> OtherNodes | None:
+        """The other nodes of a multi-node server (deploy/nodes.py): stopped before the head, started after it."""
+        return self._owner.nodes
 
     def _progress(self, phase: str, message: str, t0: float) -> None:
         self._views.emit(RestartProgress(phase, message, time.monotonic() - t0))
@@ -128,14 +125,16 @@ class Restarter:
 
     async def stop(self) -> None:
         """Stop the server (claims the restart for the while)."""
-        self.begin()
+        async with self._claim:
+            await self._stop()
+
+    async def _stop(self) -> None:
         try:
             if self.nodes is not None and self.strategy is None:
                 await self.nodes.find(time.monotonic())
             await self.stop_current(time.monotonic())
-            self._views.set_server(state="stopped", pid=None, pgid=None, message="stopped")
+            self._views.set_server(self._views.server.without_process().with_state("stopped", "stopped"))
         finally:
-            self.end()
             if self.nodes is not None:
                 await self.nodes.done()
 
@@ -175,12 +174,12 @@ class Restarter:
     # ------------------------------------------------------------ restart
 
     async def run(self, spec: LaunchSpec, *, reason: str) -> float:
-        """The one restart path; the caller has claimed it with `begin()`. Returns the seconds it took.
+        """The one restart path, run with the restart claimed (`async with claim`). Returns the seconds it took.
 
         `spec.log_path` must be set. Raises `RestartFailed` (the view is `failed`, with the log tail).
         """
         assert spec.log_path is not None
-        self._busy = True
+        assert self._claim.busy, "run() needs the restart claimed (async with the claim)"
         self._started = None
         t0 = time.monotonic()
         nodes = self.nodes if self.strategy is None else None
@@ -188,21 +187,16 @@ class Restarter:
             try:
                 await nodes.find(t0)  # read only: a node that cannot be found refuses with nothing stopped
             except RestartFailed:
-                self._busy = False
                 await nodes.done()
                 raise
         lock = RestartLock(self._host, spec.log_path, self._lock_age_s())
-        try:
-            await lock.acquire(reason)
-        except UserError:
-            self._busy = False
-            raise  # another restart owns the host: nothing of ours to mark failed
+        await lock.acquire(reason)  # another restart owns the host: its refusal, nothing of ours marked failed
         try:
             started = await self.strategy.relaunch(spec, reason, t0) if self.strategy is not None else None
             if self.strategy is None:
                 await self.stop_current(t0)
                 faults.hit("restart-after-stop")
-                self._views.set_server(state="stopped", pid=None, pgid=None, log_tail=(), message="")
+                self._views.set_server(self._views.server.without_process().with_state("stopped", log_tail=()))
                 await self._wait_port(spec, t0)
                 started = await self._launch(spec, reason, t0)
                 if nodes is not None:
@@ -218,12 +212,11 @@ class Restarter:
             await self._fail(str(err), spec, t0)
             raise RestartFailed(str(err)) from None
         finally:
-            self._busy = False
             await lock.release()
             if nodes is not None:
                 await nodes.done()
         elapsed = time.monotonic() - t0
-        self._views.set_server(state="ready", message="")
+        self._views.set_state("ready")
         self._progress("ready", f"ready after {elapsed:.1f} s", t0)
         return elapsed
 
@@ -263,8 +256,9 @@ class Restarter:
         # the launch reports "opened" on the *old* file, whose last lines would count for this one.)
         self._feed.start(spec.log_path, start="begin", fresh=True)
         launch = self._tracker.dispatch(Launched(rotates=False)).launch
-        self._views.set_server(state="starting", pid=pgid, pgid=pgid, started_at=time.time(), port=spec.port,
-                               log_path=spec.log_path, argv=spec.argv, message=f"{reason}: loading")
+        self._views.set_server(self._views.server.with_process(pgid, pgid, time.time())
+                               .with_launch(spec.port, spec.log_path, spec.argv)
+                               .with_state("starting", f"{reason}: loading"))
         self._on_launched(spec, pgid, reason)
         return launch, pgid
 
@@ -313,7 +307,7 @@ class Restarter:
             with contextlib.suppress(UserError):
                 outcome = await self._host.stop_group(self._started, grace=FAILED_STOP_GRACE_S)
                 self._progress("failed", f"stopped what this start launched (group {self._started}: {outcome})", t0)
-            self._views.set_server(pid=None, pgid=None)
-        self._views.set_server(state="failed", log_tail=tail, message=message)
+            self._views.set_server(self._views.server.without_process())
+        self._views.set_state("failed", message, log_tail=tail)
         self._progress("failed", message, t0)
         self._views.notice(message, "error")

@@ -24,9 +24,10 @@ from eagle3_tui.session.events import RestartFailed
 if TYPE_CHECKING:
     from eagle3_tui.remote.stream import ProcChannel
     from eagle3_tui.remote.types import FileStat, RunResult, WriteResult
-    from eagle3_tui.session.deploy_restart import Parts
-    from eagle3_tui.session.deployment import Deployment
-    from eagle3_tui.session.discovery import LaunchSpec, ServerProcess
+    from eagle3_tui.session.host.deployment import Deployment
+    from eagle3_tui.session.host.discovery import ServerProcess
+    from eagle3_tui.session.launch import LaunchSpec
+    from eagle3_tui.session.restart.strategy import Parts
 
 _CRI = re.compile(r"^\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) ([FP]) (.*)$")
 ENGINE_TIMEOUT_S = 120.0

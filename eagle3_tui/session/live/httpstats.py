@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.deploy_wiring import INTO_LOG_KINDS
-from eagle3_tui.session.deployment import Deployment
 from eagle3_tui.session.events import HttpSample, StatsUpdated
+from eagle3_tui.session.host.deployment import Deployment
 from eagle3_tui.sglang import promtext
 from eagle3_tui.sglang.logline import DecodeStats
 
@@ -46,7 +45,7 @@ def no_log(dep: Deployment, log_path: str | None) -> NoLog | None:
     """None when the server's log is followed (a file, or a source like the journal)."""
     if log_path or dep.source or dep.log:
         return None
-    return NoLog(dep.label or "its output is not a file", dep.kind in INTO_LOG_KINDS)
+    return NoLog(dep.label or "its output is not a file", dep.restarts_into_log)
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ class HttpCharts:
         self._prev = None
         self._said = None
         if self._views.server.charts_from is not None:
-            self._views.set_server(charts_from=None, charts_note=None, charts_offer_log=False)
+            self._views.set_server(self._views.server.with_charts(None, None, False))
 
     async def poll(self, client: SGLangClient, info: Mapping[str, Any], why: NoLog) -> HttpReading:
         """Read /metrics (when served), else take `info` (the /server_info just read); chart what is new."""
@@ -147,7 +146,7 @@ class HttpCharts:
         if note is not None and note != self._said:
             self._views.notice(f"{note}; charts from /server_info, still polling", "warning")
         self._said = note
-        self._views.set_server(charts_from=reading.source, charts_note=note, charts_offer_log=why.offer_log)
+        self._views.set_server(self._views.server.with_charts(reading.source, note, why.offer_log))
         if is_new(self._prev, reading):
             ev = reading.as_decode(self._clock())
             self._telemetry.ingest(ev)
