@@ -39,7 +39,6 @@ __all__ = [
 READY = "The server is fired up and ready to roll!"
 # A server is ready in 20-40 s on 2 idle cores; on a 2-core machine busy with other suites it took over 240 s.
 START_TIMEOUT_S = 420.0
-FIXTURES = frozenset({"real_sglang", "real_sglang_env"})
 
 
 @dataclass
