@@ -46,6 +46,8 @@ def on_cpu() -> None:
         (torch.accelerator, "is_available", lambda *_a: False),
         (trainer, "get_local_rank", lambda *_a: "cpu"),  # the Trainer's `.to(self.local_rank)`
     ]
+    if not hasattr(torch.cpu, "empty_cache"):  # the trainer's last step empties the accelerator's cache
+        patches.append((torch.cpu, "empty_cache", lambda: None))
     for owner, name, value in patches:
         setattr(owner, name, value)
 
