@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.launch_config import config_tokens, read_config_mapping
 
 KIND_SERVE = "vllm serve"
 KIND_API_SERVER = "vllm.entrypoints.openai.api_server"
@@ -249,40 +250,9 @@ def with_flags(args: LaunchArgs, **changes: object) -> LaunchArgs:
     return with_config_argv(parse_launch(tokens, positional=args.positional_model), args.config_argv)
 
 
-def config_tokens(data: dict[str, Any]) -> list[str]:
-    """The flags vLLM's `FlexibleArgumentParser._load_config_file` makes of a --config mapping (`--key value`,
-    True as a bare flag, lists spread, mappings as JSON)."""
-    out: list[str] = []
-    for key, value in data.items():
-        flag = f"--{key}"
-        if isinstance(value, bool):
-            if value:
-                out.append(flag)
-        elif isinstance(value, list):
-            if value:
-                out.extend([flag, *(str(v) for v in value)])
-        elif isinstance(value, dict):
-            out.extend([flag, json.dumps(value)])
-        elif value is not None:
-            out.extend([flag, str(value)])
-    return out
-
-
 def merge_config(args: LaunchArgs, text: str) -> LaunchArgs:
     """The launch as vLLM sees it with the --config file's YAML merged in (argv itself unchanged)."""
-    import yaml
-
-    where = args.config_path or "--config"
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{where} is not valid YAML{at}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise UserError(f"{where} must hold a mapping of flag names to values, as vLLM requires")
+    data = read_config_mapping(text, args.config_path or "--config", "vLLM")
     return with_config_argv(args, tuple(config_tokens(data)))
 
 
