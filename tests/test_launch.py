@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.launch_config import config_tokens
 from eagle3_tui.sglang.launch import (
     KIND_LAUNCH_SERVER,
     KIND_SERVE,
     KIND_SIM,
     TOPK1_WARNING,
-    config_tokens,
     effective,
     is_launch_command,
     merge_config,
