@@ -345,18 +345,29 @@ def set_layer_ids(text: str, ids: Sequence[int] | None) -> str:
         if inner is None:
             out = _insert_member(text, ec_node, IDS_KEY, new_ids, unit)
         else:
-            old = inner[1][2]
-            if "\n" in text[old.start : old.end] and unit is not None:
-                rendered = _render(new_ids, unit, _line_indent(text, inner[1][1]), _newline(text))
-            else:
-                rendered = json.dumps(new_ids)
-            out = text[: old.start] + rendered + text[old.end :]
+            out = _replace_ids(text, inner, new_ids, unit)
+    return _checked(text, out, expected)
+
+
+
+def _replace_ids(text: str, member: tuple[int, tuple[str, int, _Node]], new_ids: list[int], unit: str | None) -> str:
+    """`text` with the member's value replaced by `new_ids`, laid out as the old value was (one line or
+    one id a line)."""
+    old = member[1][2]
+    if "\n" in text[old.start : old.end] and unit is not None:
+        rendered = _render(new_ids, unit, _line_indent(text, member[1][1]), _newline(text))
+    else:
+        rendered = json.dumps(new_ids)
+    return text[: old.start] + rendered + text[old.end :]
+
+
+def _checked(text: str, out: str, expected: dict[str, Any]) -> str:
+    """The in-place edit when it parses to `expected`; otherwise the whole file re-rendered."""
     try:
         ok = json.loads(out) == expected
     except json.JSONDecodeError:
         ok = False
     return out if ok else _fallback(text, expected)
-
 
 def json_diff(before: str | dict[str, Any], after: str | dict[str, Any], *, path: str = "config.json") -> str:
     """A unified diff of two config texts (dicts are shown as indented JSON); "" when equal."""
@@ -424,14 +435,5 @@ def set_top_level_layer_ids(text: str, ids: Sequence[int] | None) -> str:
     elif found is None:
         out = _insert_member(text, root, IDS_KEY, new_ids, unit)
     else:
-        old = found[1][2]
-        if "\n" in text[old.start : old.end] and unit is not None:
-            rendered = _render(new_ids, unit, _line_indent(text, found[1][1]), _newline(text))
-        else:
-            rendered = json.dumps(new_ids)
-        out = text[: old.start] + rendered + text[old.end :]
-    try:
-        ok = json.loads(out) == expected
-    except json.JSONDecodeError:
-        ok = False
-    return out if ok else _fallback(text, expected)
+        out = _replace_ids(text, found, new_ids, unit)
+    return _checked(text, out, expected)
