@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -29,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.sim.hf_tokenizer import ensure_hf_tokenizer
 from tests.plugins.ports import free_port
 
@@ -147,21 +147,13 @@ class VllmServer:
         return False
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        else:  # the children may outlive a dead API server
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # the whole group: the engine core and worker may outlive a dead API server
+        stop_group(self.proc.pid, timeout)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
         self.stopped = True
         return self.proc.returncode
 
