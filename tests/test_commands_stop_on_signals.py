@@ -18,10 +18,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
+from tests.plugins.proctable import descends_from, process_table
 from tests.plugins.world import SPEC_ARGS, make_draft_dir, stop_processes_under
 
 pytestmark = pytest.mark.slow
@@ -29,22 +29,6 @@ pytestmark = pytest.mark.slow
 WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 SIGNALS = list(WORDS)
 STOPPED_WITHIN_S = 30.0
-
-
-def _table() -> dict[int, tuple[int, int, str]]:
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        f = stat[stat.rindex(b")") + 2:].split()
-        if f[0] != b"Z":
-            out[int(entry.name)] = (int(f[1]), int(f[19]), cmd)
-    return out
 
 
 def _run_and_signal(argv: list[str], env: dict[str, str], ready: Callable[[], bool], sig: int) -> tuple[int, str]:
@@ -55,13 +39,10 @@ def _run_and_signal(argv: list[str], env: dict[str, str], ready: Callable[[], bo
     seen: dict[tuple[int, int], str] = {}
 
     def sample() -> None:
-        table = _table()
-        for pid, (ppid, start, cmd) in table.items():
-            up, hops = ppid, 0
-            while up not in (0, 1, p.pid) and up in table and hops < 50:
-                up, hops = table[up][0], hops + 1
-            if up == p.pid and "eagle3_tui.sim.server" not in cmd:
-                seen[(pid, start)] = cmd[:200]
+        table = process_table()
+        for pid, proc in table.items():
+            if descends_from(table, pid, p.pid) and "eagle3_tui.sim.server" not in proc.cmd:
+                seen[(pid, proc.start)] = proc.cmd[:200]
 
     try:
         deadline = time.monotonic() + 180
@@ -79,8 +60,8 @@ def _run_and_signal(argv: list[str], env: dict[str, str], ready: Callable[[], bo
             p.wait()
     end = time.monotonic() + STOPPED_WITHIN_S
     while time.monotonic() < end:
-        table = _table()
-        left = {k: c for k, c in seen.items() if k[0] in table and table[k[0]][1] == k[1]}
+        table = process_table()
+        left = {k: c for k, c in seen.items() if k[0] in table and table[k[0]].start == k[1]}
         if not left:
             break
         time.sleep(0.1)
@@ -119,7 +100,7 @@ def test_check_over_ssh_stops_while_the_job_computes(tmp_path, demo_world, sshd,
 
     def computing() -> bool:
         ours = set(glob.glob(os.path.join(tempfile.gettempdir(), "eagle3-check-*"))) - before
-        return any(any(f + "/" in c for f in ours) for _, _, c in _table().values())
+        return any(any(f + "/" in c for f in ours) for c in (q.cmd for q in process_table().values()))
 
     env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
     rc, err = _run_and_signal(["check", "--host", sshd.alias, "--profile", str(prof), "--samples", "100000",

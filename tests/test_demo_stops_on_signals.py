@@ -24,28 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.proctable import descends_from, process_table
+
 pytestmark = pytest.mark.slow
 
 STOPPED_WITHIN_S = 30.0
 HOW = {"q": None, "ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}
-
-
-def _table() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, start time, command line) of every process."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        f = stat[stat.rindex(b")") + 2:].split()
-        if f[0] == b"Z":
-            continue
-        out[int(entry.name)] = (int(f[1]), int(f[19]), cmd.replace(b"\0", b" ").decode(errors="replace"))
-    return out
 
 
 class Demo:
@@ -79,15 +63,13 @@ class Demo:
     def ours(self) -> dict[int, str]:
         """This demo's processes running now: its descendants (seen while it ran, or now), and whatever
         names its sim server's console pid or its TMPDIR."""
-        table = _table()
+        table = process_table()
         mark = f"--sim-exit-with-pid {self.p.pid} "
-        for pid, (ppid, start, cmd) in table.items():
-            up, hops = ppid, 0
-            while up not in (0, 1, self.p.pid) and up in table and hops < 50:
-                up, hops = table[up][0], hops + 1
-            if pid != self.p.pid and (up == self.p.pid or mark in cmd + " " or str(self.tmpdir) in cmd):
-                self.seen[(pid, start)] = cmd[:300]
-        return {pid: cmd for (pid, start), cmd in self.seen.items() if pid in table and table[pid][1] == start}
+        for pid, proc in table.items():
+            if pid != self.p.pid and (descends_from(table, pid, self.p.pid) or mark in proc.cmd + " "
+                                      or str(self.tmpdir) in proc.cmd):
+                self.seen[(pid, proc.start)] = proc.cmd[:300]
+        return {pid: cmd for (pid, start), cmd in self.seen.items() if pid in table and table[pid].start == start}
 
     def stop(self, how: str) -> int:
         if HOW[how] is None:

@@ -53,6 +53,7 @@ from typing import Any
 import pytest
 
 from tests.plugins.ports import free_port
+from tests.plugins.proctable import descendants, process_table
 
 __all__ = ["SSHD_BIN", "SshdServer", "any_host", "ssh_host", "ssh_host_factory", "sshd", "sshd_bastion", "start_sshd"]
 
@@ -166,22 +167,7 @@ class SshdServer:
         """Processes below the listener (its connection processes and their descendants)."""
         if self.pid is None:
             return []
-        parents: dict[int, int] = {}
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                raw = Path(f"/proc/{name}/stat").read_bytes()
-            except OSError:
-                continue
-            parents[int(name)] = int(raw[raw.rindex(b")") + 2 :].split()[1])
-        found, frontier = [], [self.pid]
-        while frontier:
-            p = frontier.pop()
-            kids = [c for c, pp in parents.items() if pp == p]
-            found += kids
-            frontier += kids
-        return found
+        return descendants(process_table(), self.pid)
 
     def _sshd_children(self) -> list[int]:
         out = []
