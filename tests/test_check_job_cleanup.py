@@ -4,7 +4,6 @@ line and 143; a folder left by a killed job is removed by the next job."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.session.check.leftovers import LEFTOVER_AGE_S, is_leftover
+from tests.plugins.world import check_fields
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +37,7 @@ def _running_dirs() -> set[str]:
 
 
 def _profile(tmp_path: Path, world, sshd) -> Path:
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(
-        f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
-        f'draft_path = "{world.draft_dir}"\ntarget_path = "{world.target_dir}"\ndata_glob = "{world.data_glob}"\n'
-        f"data_slots = {json.dumps(list(world.slot_boundaries))}\n"
-        f'state_dir = "{tmp_path}/state"\nport = 1\n')
-    return prof
+    return sshd.write_profile(tmp_path / "hosts.toml", **check_fields(world), state_dir=tmp_path / "state", port=1)
 
 
 def test_sigterm_cleans_the_hosts_temp_folder_and_the_next_job_removes_leftovers(tmp_path, demo_world, sshd):

@@ -5,7 +5,6 @@ folder's keeper on the host removes it when the connection dies with the console
 from __future__ import annotations
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.plugins.world import check_fields
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +41,7 @@ def _jobs(folders: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("moment", ["folder-made", "job-running"])
 def test_a_sigkilled_check_leaves_nothing_on_the_host(tmp_path, demo_world, sshd, moment):
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(
-        f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
-        f'draft_path = "{demo_world.draft_dir}"\ntarget_path = "{demo_world.target_dir}"\n'
-        f'data_glob = "{demo_world.data_glob}"\ndata_slots = {json.dumps(list(demo_world.slot_boundaries))}\n'
-        f'state_dir = "{tmp_path}/state"\n')
+    prof = sshd.write_profile(tmp_path / "hosts.toml", **check_fields(demo_world), state_dir=tmp_path / "state")
     before = _folders()
     env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
     p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "check", "--host", sshd.alias, "--profile", str(prof),

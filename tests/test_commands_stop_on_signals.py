@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.plugins.proctable import descends_from, process_table
-from tests.plugins.world import SPEC_ARGS, make_draft_dir, stop_processes_under
+from tests.plugins.world import SPEC_ARGS, check_fields, make_draft_dir, stop_processes_under
 
 pytestmark = pytest.mark.slow
 
@@ -90,12 +90,7 @@ def test_bench_stops_while_its_requests_run(tmp_path, demo_world, sim_server, si
 
 @pytest.mark.parametrize("sig", SIGNALS)
 def test_check_over_ssh_stops_while_the_job_computes(tmp_path, demo_world, sshd, sig):
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(
-        f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
-        f'draft_path = "{demo_world.draft_dir}"\ntarget_path = "{demo_world.target_dir}"\n'
-        f'data_glob = "{demo_world.data_glob}"\ndata_slots = {json.dumps(list(demo_world.slot_boundaries))}\n'
-        f'state_dir = "{tmp_path}/state"\n')
+    prof = sshd.write_profile(tmp_path / "hosts.toml", **check_fields(demo_world), state_dir=tmp_path / "state")
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "eagle3-check-*")))
 
     def computing() -> bool:

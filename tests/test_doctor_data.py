@@ -159,15 +159,12 @@ def test_doctor_bad_data_input_is_one_sentence_exit_2(doctor, extra, said):
 @pytest.mark.slow
 def test_doctor_over_ssh_reads_the_data_on_the_host(sshd, demo_world, tmp_path, monkeypatch, capsys):
     """`doctor --host ALIAS --data ..` through the real sshd: the first file read by the host's Python."""
-    import sys
 
     from tests.plugins.world import make_draft_dir
 
     draft = make_draft_dir(demo_world, tmp_path / "draft")
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
-                    f'draft_path = "{draft}"\ntarget_path = "{demo_world.target_dir}"\n'
-                    f'state_dir = "{tmp_path / "state"}"\nport = 1\n')
+    prof = sshd.write_profile(tmp_path / "hosts.toml", draft_path=draft, target_path=demo_world.target_dir,
+                              state_dir=tmp_path / "state", port=1)
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
     assert cli.main(["doctor", "--json", "--host", sshd.alias, "--profile", str(prof),
                      "--data", str(demo_world.data_glob), "--data-slots", "0,2,6,9"]) == 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -126,14 +125,8 @@ def test_doctor_over_ssh_from_the_cli(sshd, tmp_path, monkeypatch, capsys):
         {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 12, "hidden_size": 32}))
     # vLLM-style top-level ids: SGLang never reads them
     (draft / "config.json").write_text(json.dumps({"hidden_size": 32, "eagle_aux_hidden_state_layer_ids": [1, 5, 8]}))
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(
-        f'["{sshd.alias}"]\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'remote_python = "{sys.executable}"\n'
-        f'draft_path = "{draft}"\ntarget_path = "{target}"\n'
-        f'state_dir = "{tmp_path / "state"}"\nport = 1\n'
-    )
+    prof = sshd.write_profile(tmp_path / "hosts.toml", draft_path=draft, target_path=target,
+                              state_dir=tmp_path / "state", port=1)
     monkeypatch.setenv("EAGLE3_TUI_DATA_DIR", str(tmp_path / "data"))
     assert run(["doctor", "--json", "--host", sshd.alias, "--profile", str(prof)]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -6,7 +6,6 @@ says where the server stands (no server runs; `restart` finishes it), and `resta
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,10 +45,8 @@ def _serving(tmp_path: Path, sshd) -> Path:
     port = free_port()
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(tmp_path), "--port", str(port)]
     log = tmp_path / "server.log"
-    prof = tmp_path / "hosts.toml"
-    prof.write_text(f'["{sshd.alias}"]\nssh_config = "{sshd.ssh_config}"\nremote_python = "{sys.executable}"\n'
-                    f'launch_command = {json.dumps(argv)}\nlaunch_cwd = "{fake}"\nlog_path = "{log}"\n'
-                    f'state_dir = "{tmp_path}/state"\nport = {port}\nrestart_deadline_s = 30\n')
+    prof = sshd.write_profile(tmp_path / "hosts.toml", launch_command=argv, launch_cwd=fake, log_path=log,
+                              state_dir=tmp_path / "state", port=port, restart_deadline_s=30)
     with log.open("ab") as out:
         subprocess.Popen(argv, cwd=fake, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     return prof

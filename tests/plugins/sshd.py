@@ -38,6 +38,7 @@ SSH signals are refused (research/ssh.md §1.6): the host layer never relies on 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -140,6 +141,15 @@ class SshdServer:
         kw.setdefault("backoff_cap", 0.5)
         kw.setdefault("agent_path", None)
         return SSHHost(target or self.alias, **kw)
+
+    def write_profile(self, path: Path, **fields: Any) -> Path:
+        """A hosts.toml naming this server's alias (its ssh_config, this Python on the host) with `fields`
+        as TOML values (strings, numbers, lists)."""
+        lines = [f'["{self.alias}"]', f"ssh_config = {json.dumps(str(self.ssh_config))}",
+                 f"remote_python = {json.dumps(sys.executable)}"]
+        lines += [f"{k} = {json.dumps(str(v) if isinstance(v, Path) else v)}" for k, v in fields.items()]
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -104,6 +104,12 @@ def make_draft_dir(world: Any, dest: Path, layer_ids: Sequence[int] | None = Non
     return dest
 
 
+def check_fields(world: Any) -> dict[str, Any]:
+    """The host-profile fields a check over the world needs: its draft, target and training data."""
+    return {"draft_path": world.draft_dir, "target_path": world.target_dir, "data_glob": world.data_glob,
+            "data_slots": list(world.slot_boundaries)}
+
+
 @dataclass
 class SimServer:
     proc: subprocess.Popen[bytes]
