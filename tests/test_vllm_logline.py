@@ -133,3 +133,19 @@ def test_colour_and_garbage() -> None:
     assert isinstance(logline.parse_line("x" * 100_000), logline.Other)
     assert isinstance(logline.parse_line(""), logline.Other)
     assert isinstance(logline.parse_line("(APIServer pid=1) INFO 13-40 99:99:99 [a.py:1] hello"), logline.Other)
+
+
+def test_a_huge_traceback_keeps_its_ends() -> None:
+    """A process that dies in a deep recursion prints a traceback of many thousand lines: the reader keeps
+    the call site and the exception, says how many lines it left out, and its memory stays bounded."""
+    reader = logline.LogReader()
+    reader.feed(line_with("refused_architecture.log", "Traceback (most recent call last)"))
+    for i in range(50_000):
+        reader.feed(f'  File "f{i}.py", line {i}, in g')
+    reader.feed("RecursionError: maximum recursion depth exceeded")
+    (f,) = reader.flush()
+    assert isinstance(f, logline.Failure)
+    assert len(f.traceback) < 100 and f.traceback[0].endswith('in g') and "f0.py" in f.traceback[0]
+    assert f.sentence == "RecursionError: maximum recursion depth exceeded"
+    left_out = next(t for t in f.traceback if "left out" in t)
+    assert int(left_out.split()[1]) == 50_001 - (len(f.traceback) - 1)

@@ -18,9 +18,10 @@ the absolute value is off by the host's UTC offset.
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
+
+from eagle3_tui.tracebacks import TracebackBuffer
 
 __all__ = [
     "KEY_NEEDLES",
@@ -44,9 +45,6 @@ __all__ = [
 # Lines longer than this are not log records we understand; they become `Other` unread, so a
 # 1 MB line of garbage costs one length check.
 MAX_LINE = 16_384
-# A traceback longer than this keeps its first and last lines only (memory stays bounded).
-MAX_TRACEBACK_HEAD = 8
-MAX_TRACEBACK_TAIL = 56
 
 
 # The per-line events of a busy log (stat and access lines) are plain, not frozen, dataclasses: a
@@ -649,9 +647,7 @@ class LogReader:
 
     def __init__(self) -> None:
         self._pending: Failure | None = None
-        self._head: list[str] = []
-        self._tail: deque[str] = deque(maxlen=MAX_TRACEBACK_TAIL)
-        self._dropped = 0
+        self._traceback = TracebackBuffer(MAX_LINE)
 
     @property
     def pending(self) -> Failure | None:
@@ -679,28 +675,14 @@ class LogReader:
         """The pending failure, with its traceback, if any."""
         if self._pending is None:
             return []
-        lines = list(self._head)
-        if self._dropped:
-            lines.append(f"... {self._dropped} traceback lines left out ...")
-        lines.extend(self._tail)
+        lines = self._traceback.take()
         p = self._pending
         message = p.message
         if p.kind == "traceback":
             message = next((t.strip() for t in reversed(lines) if t.strip()), p.message)
-        event = Failure(timestamp=p.timestamp, kind=p.kind, message=message, traceback=tuple(lines), line=p.line)
+        event = Failure(timestamp=p.timestamp, kind=p.kind, message=message, traceback=lines, line=p.line)
         self._pending = None
-        self._head = []
-        self._tail = deque(maxlen=MAX_TRACEBACK_TAIL)
-        self._dropped = 0
         return [event]
 
     def _absorb(self, text: str) -> None:
-        text = text[_strip_wrappers(text) :]
-        if len(text) > MAX_LINE:
-            text = text[:200] + " ..."
-        if len(self._head) < MAX_TRACEBACK_HEAD:
-            self._head.append(text)
-            return
-        if len(self._tail) == self._tail.maxlen:
-            self._dropped += 1
-        self._tail.append(text)
+        self._traceback.add(text[_strip_wrappers(text) :])

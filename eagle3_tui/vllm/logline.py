@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from eagle3_tui.tracebacks import TracebackBuffer
 
 __all__ = [
     "Architecture",
@@ -49,8 +50,6 @@ __all__ = [
 
 MAX_LINE = 16_384
 MAX_START_LINE = 1 << 20
-MAX_TRACEBACK_HEAD = 8
-MAX_TRACEBACK_TAIL = 56
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,9 +479,7 @@ class LogReader:
     def __init__(self, year: int = 1970) -> None:
         self._year = year
         self._pending: Failure | None = None
-        self._head: list[str] = []
-        self._tail: deque[str] = deque(maxlen=MAX_TRACEBACK_TAIL)
-        self._dropped = 0
+        self._traceback = TracebackBuffer(MAX_LINE)
 
     @property
     def pending(self) -> Failure | None:
@@ -500,7 +497,7 @@ class LogReader:
             )
             if continues:
                 _, start = split_prefix(text, self._year)
-                self._absorb(text[start:])
+                self._traceback.add(text[start:])
                 return []
             out = self.flush()
         else:
@@ -514,29 +511,13 @@ class LogReader:
     def flush(self) -> list[LogEvent]:
         if self._pending is None:
             return []
-        lines = list(self._head)
-        if self._dropped:
-            lines.append(f"... {self._dropped} traceback lines left out ...")
-        lines.extend(self._tail)
+        lines = self._traceback.take()
         p = self._pending
         message = p.message
         if p.kind in ("traceback", "error", "engine-start"):
             last = next((t.strip() for t in reversed(lines) if _EXCEPTION_LINE.match(t)), None)
             if last is not None and p.kind == "traceback":
                 message = last
-        event = Failure(p.prefix, p.kind, message, tuple(lines), p.line)
+        event = Failure(p.prefix, p.kind, message, lines, p.line)
         self._pending = None
-        self._head = []
-        self._tail = deque(maxlen=MAX_TRACEBACK_TAIL)
-        self._dropped = 0
         return [event]
-
-    def _absorb(self, text: str) -> None:
-        if len(text) > MAX_LINE:
-            text = text[:200] + " ..."
-        if len(self._head) < MAX_TRACEBACK_HEAD:
-            self._head.append(text)
-            return
-        if len(self._tail) == self._tail.maxlen:
-            self._dropped += 1
-        self._tail.append(text)
