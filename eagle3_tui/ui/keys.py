@@ -18,7 +18,7 @@ from eagle3_tui.actions import CHANGES_HOST
 HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "Live: log and charts",
-        ("log-filter", "log-pause", "log-top", "log-bottom", "log-wrap", "log-filter-close", "window-narrow", "window-widen"),
+        ("log-filter", "log-pause", "log-top", "log-bottom", "log-wrap", "log-polls", "log-filter-close", "window-narrow", "window-widen"),
     ),
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
     ("Accuracy check and benchmarks", ("check", "check-data", "cancel", "bench", "bench-baseline", "sweep")),

@@ -128,3 +128,29 @@ def test_a_failure_held_over_a_batch_colours_lines_already_drawn():
     assert levels.add([after], second) is True  # the earlier batch's lines got their colour now
     assert [levels.level(ln) for ln in lines] == ["bad", "bad", "bad"]
     assert levels.level(after) is None
+
+
+async def test_log_pane_hides_monitoring_polls_until_asked():
+    """A quiet real server (SGLang 0.5.23 on the demo world, the console attached, two benchmarks): most of
+    its log is the access lines of GET /server_info polls. They are hidden and counted; `h` shows them."""
+    from pathlib import Path
+
+    lines = (Path(__file__).parent / "data" / "real_sglang_0523_quiet.log").read_text().splitlines()
+    gets = [ln for ln in lines if '"GET /' in ln]
+    assert len(gets) > len(lines) / 5  # the capture is what the pane is for: a log buried in polls
+    reader = LogReader()
+    events = [e for ln in lines for e in reader.feed(ln)] + reader.flush()
+    app = Alone(lambda: LogPane(id="logpane"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_batch(lines, events)
+        pane.flush()
+        shown = list(pane.log_widget.lines)
+        assert [ln for ln in shown if ln] == [ln for ln in lines if ln and ln not in gets]
+        assert any("POST /generate" in ln for ln in shown) and any("Decode batch" in ln for ln in shown)
+        pane.tick()
+        assert f"{len(gets):,} poll lines hidden (h shows)" in str(pane.query_one("#log-state").render())
+        pane.log_widget.focus()
+        await pilot.press("h")
+        assert [ln for ln in pane.log_widget.lines if ln] == [ln for ln in lines if ln]
+        assert "polls shown" in str(pane.query_one("#log-state").render())

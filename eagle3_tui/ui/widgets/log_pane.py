@@ -1,5 +1,5 @@
 """The live log: batched writes, failures and warnings coloured from the parsed events, regex filter,
-pause, wrap.
+pause, wrap, and monitoring polls hidden unless asked for.
 
 Lines arrive in batches from the session; they go into a bounded deque (the pane's own history,
 used to re-filter and re-wrap) and into a pending list that a timer flushes with one
@@ -27,6 +27,7 @@ from textual.widgets import Input, Label
 
 from eagle3_tui.ui.format import wrap_line
 from eagle3_tui.ui.log_levels import Level, LineLevels
+from eagle3_tui.ui.log_polls import count_polls, without_polls
 from eagle3_tui.ui.widgets.measured_log import MeasuredLog
 
 if TYPE_CHECKING:  # the log model comes with the session, after the first frame
@@ -82,6 +83,7 @@ class LogPane(Vertical):
         Binding("g", "log_top", "Log top", show=False, id="log-top"),
         Binding("G", "log_bottom", "Log bottom", show=False, id="log-bottom"),
         Binding("w", "wrap", "Wrap long lines", show=False, id="log-wrap"),
+        Binding("h", "polls", "Show / hide polls (GET /server_info, /metrics ...)", show=False, id="log-polls"),
         Binding("escape", "close_filter", "Close the filter", show=False, id="log-filter-close"),
     ]
 
@@ -111,6 +113,8 @@ class LogPane(Vertical):
     """Following stopped: new lines are kept and counted, the view stays."""
     wrap: reactive[bool] = reactive(False, init=False)
     """Long lines are cut into rows of the pane's width."""
+    show_polls: reactive[bool] = reactive(False, init=False)
+    """Monitoring polls' access lines (`log_polls`) are shown; hidden by default, and counted."""
 
     def __init__(self, *, history: int = 10_000, rebuild_rows: int = 2_000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -126,6 +130,8 @@ class LogPane(Vertical):
         self.inverted = False
         self.filter_text = ""
         self.total_lines = 0
+        self.polls_seen = 0
+        self._polls_stated = 0  # the count the state row shows
         self.levels = LineLevels(capacity=2 * history)
         self.highlighter = LogHighlighter(self.levels)
 
@@ -166,6 +172,7 @@ class LogPane(Vertical):
         """Cheap: the widget is written by `flush` on a timer."""
         lines = list(lines)
         self.total_lines += len(lines)
+        self.polls_seen += count_polls(lines)
         self.history.extend(lines)
         if self.paused:
             self.new_while_paused += len(lines)
@@ -177,6 +184,8 @@ class LogPane(Vertical):
 
     def _visible(self, lines: Iterable[str], last: int | None = None) -> list[str]:
         """Filtered (then cut to the `last` rows), then wrapped: the rows the widget should show."""
+        if not self.show_polls and self.polls_seen:
+            lines = without_polls(list(lines))
         pattern = self.pattern
         if pattern is not None:
             if self.inverted:
@@ -291,6 +300,9 @@ class LogPane(Vertical):
         # when it appears and again when it goes (the slowest part of a `w` in a log flood).
         self.wrap = not self.wrap
 
+    def action_polls(self) -> None:
+        self.show_polls = not self.show_polls
+
     def action_log_top(self) -> None:
         self.log_widget.scroll_home(animate=False)
 
@@ -307,6 +319,9 @@ class LogPane(Vertical):
     def watch_wrap(self) -> None:
         self.rebuild()
 
+    def watch_show_polls(self) -> None:
+        self.rebuild()
+
     def _update_state(self) -> None:
         bits = ["[b]PAUSED[/b] (space resumes)" if self.paused else "following"]
         if self.filter_text:
@@ -315,6 +330,9 @@ class LogPane(Vertical):
             )
         if self.wrap:
             bits.append("wrap")
+        self._polls_stated = self.polls_seen
+        if self.polls_seen:
+            bits.append("polls shown (h hides)" if self.show_polls else f"{self.polls_seen:,} poll lines hidden (h shows)")
         self._set_state(" · ".join(bits))
 
     def _set_state(self, text: str) -> None:
@@ -322,7 +340,9 @@ class LogPane(Vertical):
         self.query_one("#log-state", Label).update(text, layout=False)
 
     def tick(self) -> None:
-        """Refresh the `+N new` counter while paused (once a second is enough)."""
+        """Refresh the `+N new` and hidden-polls counters (once a second is enough)."""
+        if not self.paused and self.polls_seen != self._polls_stated:
+            self._update_state()
         if self.paused:
             self._set_state(
                 f"[b]PAUSED[/b] (space resumes) · +{self.new_while_paused} new lines"
