@@ -82,6 +82,11 @@ class Failed:
     line: str
     traceback: tuple[str, ...] = ()
 
+    @property
+    def last_line(self) -> str:
+        """The line that says what went wrong (the session's run state and notices read this name)."""
+        return self.sentence
+
 
 @dataclass(frozen=True)
 class Started:
@@ -120,6 +125,11 @@ class LogFeed(abc.ABC):
     @abc.abstractmethod
     def flush(self) -> list[EngineEvent]: ...
 
+    @property
+    def pending(self) -> object | None:
+        """The failure held for its traceback (None: none); the same object until it is flushed."""
+        return None
+
 
 class MetricsFeed(abc.ABC):
     """A stateful `/metrics` reader: gauges read as they are, counters over a window. A restart never raises."""
@@ -141,6 +151,8 @@ class Engine(abc.ABC):
     process_titles: tuple[str, ...]
     """Title stems the engine's renamed children show in `ps` (match with startswith)."""
     reports_per_position: bool
+    default_port: int
+    """The port a launch command without --port serves on."""
 
     @abc.abstractmethod
     def is_launch(self, argv: Sequence[str]) -> bool: ...

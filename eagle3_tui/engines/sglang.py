@@ -72,6 +72,10 @@ class _Log(LogFeed):
     def flush(self) -> list[EngineEvent]:
         return [e for e in (_event(ev) for ev in self._reader.flush()) if e is not None]
 
+    @property
+    def pending(self) -> object | None:
+        return self._reader.pending
+
 
 def _mean(values: dict[str, float]) -> float | None:
     return sum(values.values()) / len(values) if values else None
@@ -102,6 +106,7 @@ class SGLangEngine(Engine):
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES
+    default_port = 30000
     reports_per_position = False
 
     def is_launch(self, argv: Sequence[str]) -> bool:

@@ -63,6 +63,10 @@ class _Log(LogFeed):
     def flush(self) -> list[EngineEvent]:
         return [e for e in (_event(ev) for ev in self._reader.flush()) if e is not None]
 
+    @property
+    def pending(self) -> object | None:
+        return self._reader.pending
+
 
 class _Metrics(MetricsFeed):
     """vLLM exports counters: acceptance is a difference over the window (`vllm.metrics.SpecWindow`)."""
@@ -90,6 +94,7 @@ class VLLMEngine(Engine):
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()
+    default_port = 8000
     reports_per_position = True
 
     def is_launch(self, argv: Sequence[str]) -> bool:

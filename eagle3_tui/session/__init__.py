@@ -22,6 +22,7 @@ from eagle3_tui.actions import CHANGES_HOST, HOST_ACTIONS, HostAction, host_acti
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import (
+    AnyLogEvent,
     BenchFinished,
     BenchProgress,
     CheckFinished,
@@ -64,6 +65,7 @@ __all__ = [
     "HOST_ACTIONS",
     "LAUNCH_COMMAND_PATH",
     "REAL_SGLANG_MISSING",
+    "AnyLogEvent",
     "ApplyPlan",
     "BenchFinished",
     "BenchProgress",

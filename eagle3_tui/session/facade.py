@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.doctor.advice import measured_configs
+from eagle3_tui.engines import Engine, Failed, get_engine
 from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
@@ -62,7 +63,7 @@ from eagle3_tui.session.host.discovery import (
 from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
 from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
-from eagle3_tui.session.host.served import parse_argv, served
+from eagle3_tui.session.host.served import parse_argv, served, served_by_engine
 from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
@@ -168,6 +169,14 @@ class Session:
     def spec(self) -> LaunchSpec | None:
         """The launch a restart runs: the attached server's, else the remembered or profile's one."""
         return self._spec
+
+    @property
+    def engine(self) -> Engine:
+        """The engine serving (the launch command's: `engines.engine_for_launch`); SGLang when none is known."""
+        if self._spec is not None:
+            with contextlib.suppress(UserError):
+                return self._spec.engine
+        return get_engine("sglang")
 
     @property
     def restarting(self) -> bool:
@@ -337,6 +346,15 @@ class Session:
 
     def _update_served(self) -> None:
         """The server view's speculative fields from the launch command and the draft config."""
+        engine = self.engine
+        self._feed.use_engine(engine)
+        if self._spec is not None and engine.name != "sglang":
+            with contextlib.suppress(UserError):
+                view = served_by_engine(engine, engine.parse_launch(self._spec.argv), draft_text=self.target.draft_text,
+                                        num_layers=self.target.num_layers, presets=self.presets())
+                self.telemetry.num_steps = view.steps
+                self.views.set_server(self.server.with_served(view))
+            return
         args = parse_argv(self._spec.argv) if self._spec is not None else None
         if args is None:
             return
@@ -404,7 +422,7 @@ class Session:
     def _log_path(self) -> str | None:
         return self._spec.log_path if self._spec else self.server.log_path
 
-    def _on_failure_line(self, failure: Failure) -> None:
+    def _on_failure_line(self, failure: Failure | Failed) -> None:
         if not self._claim.busy and self.server.state == "ready":
             self.views.notice(f"server log: {failure.kind}: {failure.last_line}", "error")
 
