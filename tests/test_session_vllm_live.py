@@ -102,3 +102,16 @@ def test_counters_going_backwards_are_a_restart_not_a_crash() -> None:
     assert feed.restarts >= 1
     for ring in telemetry.series.values():
         assert all(v == v and v >= 0 for _, v in ring.window(None, None))
+
+
+def test_the_per_position_pane_shows_vllms_rates_and_says_why_sglang_has_none() -> None:
+    from eagle3_tui.ui.viewmodel import POSITIONS_NOT_REPORTED, positions_line
+
+    feed, telemetry, _ = _feed()
+    assert positions_line(telemetry, "sglang") == POSITIONS_NOT_REPORTED
+    assert positions_line(telemetry, "vllm") == "per-position acceptance: none reported yet"
+    lines = (SAMPLES / "serve_trained.log").read_text().splitlines()
+    feed.ingest_now(lines, log_time=True)
+    rates = telemetry.last_positions()
+    shown = positions_line(telemetry, "vllm")
+    assert all(f"{r:.2f}" in shown for r in rates if r is not None) and f"{len(rates)} " in shown

@@ -141,6 +141,54 @@ def test_process_titles(default_run) -> None:
     assert any(line.strip().startswith(titles) for line in out.splitlines())
 
 
+async def _until(pred, what, timeout: float = 90.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pred():
+        assert loop.time() < deadline, what()
+        await asyncio.sleep(0.2)
+
+
+def _spec_lines(server: VllmServer, since: int = 0) -> list[logline.SpecDecodingStats]:
+    return [e for e in _events(server)[since:] if isinstance(e, logline.SpecDecodingStats)]
+
+
+async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_run, vllm_models, tmp_path) -> None:
+    """The console attached to the live server: found by discovery through the seam, its log followed, and the
+    live accept length and per-position rates the last SpecDecoding line's."""
+    import asyncio
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+
+    server = default_run.server
+    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state")))
+    try:
+        await session.attach()
+        s = session.server
+        assert (s.state, s.engine, s.pid, s.pgid) == ("ready", "vllm", server.proc.pid, server.proc.pid)
+        assert s.log_path == str(server.log_path)  # /proc/<pid>/fd/2
+        assert s.speculative and s.steps == 3 and s.draft_tokens == 3
+        assert s.boundaries == get_engine("vllm").default_boundaries(vllm_models.num_layers) and s.layer_ids is None
+        info = await session.poll_server_info()
+        assert info["engine"] == "vllm" and session.server.version == info["version"] == "0.32.0"
+        seen = len(_spec_lines(server))
+        await asyncio.to_thread(_load, server, 4)
+
+        def caught_up() -> bool:
+            spec = _spec_lines(server)
+            t = session.telemetry
+            return len(spec) > seen and t.summary().last.get("accept_len") == spec[-1].mean_acceptance_length \
+                and t.last_positions() == spec[-1].per_position
+
+        await _until(caught_up, lambda: (session.telemetry.summary().last, _spec_lines(server)[-1:]))
+        assert session.telemetry.summary().last.get("gen_tps") is not None
+    finally:
+        await session.close()
+
+
 def test_trained_wiring_through_the_draft_ids(trained_run, default_run, vllm_models, demo_world) -> None:
     stats, events = trained_run.stats, trained_run.events
     aux = [e for e in events if isinstance(e, logline.AuxLayers)]

@@ -153,6 +153,8 @@ class Engine(abc.ABC):
     reports_per_position: bool
     default_port: int
     """The port a launch command without --port serves on."""
+    info_path: str
+    """What the console polls while attached: SGLang's `/server_info`, vLLM's `/version`."""
 
     @abc.abstractmethod
     def is_launch(self, argv: Sequence[str]) -> bool: ...
@@ -191,6 +193,11 @@ class Engine(abc.ABC):
     def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
         """The draft config.json text that makes this engine capture `boundaries` (None: its default), with
         only the ids' text changed (a rewiring the operator confirms as a one-line diff)."""
+
+    def release(self, info: Mapping[str, Any]) -> str | None:
+        """The engine's release from the `info_path` answer."""
+        v = info.get("version")
+        return v if isinstance(v, str) and v else None
 
     def captured_boundaries(self, draft_config: Mapping[str, Any], num_layers: int) -> tuple[int, ...]:
         return self.captures(draft_config, num_layers).boundaries

@@ -107,6 +107,7 @@ class SGLangEngine(Engine):
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES
     default_port = 30000
+    info_path = "/server_info"
     reports_per_position = False
 
     def is_launch(self, argv: Sequence[str]) -> bool:

@@ -95,6 +95,7 @@ class VLLMEngine(Engine):
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()
     default_port = 8000
+    info_path = "/version"
     reports_per_position = True
 
     def is_launch(self, argv: Sequence[str]) -> bool:
