@@ -234,6 +234,61 @@ def test_one_request_against_the_counters(trained_run: Run) -> None:
     assert server.get("/health") == ""
 
 
+def _measured(server: VllmServer) -> metrics.WindowStats:
+    """/metrics counters over a greedy load: the served acceptance, as vLLM counts it."""
+    win = metrics.SpecWindow(span=3600)
+    win.add(time.monotonic(), metrics.read_counters(server.get("/metrics")))
+    _load(server)
+    stats = win.add(time.monotonic(), metrics.read_counters(server.get("/metrics")))
+    assert stats is not None and stats.drafts > 0
+    return stats
+
+
+async def test_a_preset_through_the_session_restarts_vllm_and_rolls_back(trained_run, vllm_models, demo_world,
+                                                                          tmp_path) -> None:
+    """The session attached to the trained server applies `vllm-default` (the draft config's ids removed)
+    through the one restart path: vLLM restarts with its own environment, accepts what the world predicts
+    for the default wiring, and the rollback restores the config byte for byte and restarts again."""
+    import asyncio
+    import contextlib
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+
+    server = trained_run.server
+    config = vllm_models.drafts["trained"] / "config.json"
+    original = config.read_bytes()
+    vllm = get_engine("vllm")
+    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state"),
+                              data_slots=tuple(demo_world.slot_boundaries)))
+    try:
+        await session.attach()
+        assert session.server.boundaries == vllm_models.trained_boundaries
+        assert session.target.draft_config_path == str(config)
+        plan = await session.plan_apply("vllm-default")
+        assert plan.ok and "eagle_aux_hidden_state_layer_ids" in plan.diff
+        pid_before = session.server.pid
+        await session.apply(plan)
+        s = session.server
+        assert s.state == "ready" and s.pid != pid_before and s.engine == "vllm"
+        assert s.boundaries == vllm.default_boundaries(vllm_models.num_layers) and s.active_preset == "vllm-default"
+        assert session.spec.env.get("VLLM_CPU_KVCACHE_SPACE") == "1"  # relaunched with the server's environment
+        stats = await asyncio.to_thread(_measured, server)  # the same port, the new process
+        assert stats.mean_acceptance_length == pytest.approx(demo_world.metrics["default"]["predicted_accept_len"],
+                                                             rel=0.15)
+        assert stats.mean_acceptance_length < trained_run.stats.mean_acceptance_length
+        await session.rollback()
+        assert config.read_bytes() == original
+        assert session.server.state == "ready" and session.server.boundaries == vllm_models.trained_boundaries
+        rows = session.records.ledger().rows(host="vllm")
+        assert rows and all((r.engine or "").startswith("vllm") for r in rows if r.kind in ("preset", "rollback")), rows
+    finally:
+        with contextlib.suppress(Exception):
+            if session.server.pgid and not session.restarting:
+                await session.stop_server()
+        await session.close()
+
+
 def test_refused_json_is_one_sentence(vllm_models, tmp_path: Path, real_vllm: VllmLane) -> None:
     real_vllm.close()  # nothing else loads the CPU while the refused servers start
     bad = '{"method":"eagle3","model":"' + str(vllm_models.drafts["default"]) + '",num_speculative_tokens:3}'

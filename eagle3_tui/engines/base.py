@@ -168,6 +168,14 @@ class Engine(abc.ABC):
         """The launch with `n` tokens drafted per step (the preset), every other token unchanged."""
 
     @abc.abstractmethod
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        """The launch with another draft model (the preset), every other token unchanged."""
+
+    @abc.abstractmethod
+    def without_speculation(self, launch: Launch) -> Launch:
+        """The launch serving the target alone (a baseline), every other token unchanged."""
+
+    @abc.abstractmethod
     def log_feed(self) -> LogFeed: ...
 
     @abc.abstractmethod

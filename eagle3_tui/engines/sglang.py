@@ -123,6 +123,13 @@ class SGLangEngine(Engine):
             changes["num_draft_tokens"] = n + 1  # SGLang forces steps + 1 with topk 1 anyway
         return _launch(sl.with_flags(args, **changes))
 
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        return _launch(sl.with_flags(launch.native, draft_model_path=path))
+
+    def without_speculation(self, launch: Launch) -> Launch:
+        return _launch(sl.with_flags(launch.native, algorithm=None, draft_model_path=None, num_steps=None,
+                                     eagle_topk=None, num_draft_tokens=None))
+
     def log_feed(self) -> LogFeed:
         return _Log()
 

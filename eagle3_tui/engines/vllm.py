@@ -107,6 +107,12 @@ class VLLMEngine(Engine):
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
         return _launch(vl.with_flags(launch.native, num_speculative_tokens=n))
 
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        return _launch(vl.with_flags(launch.native, draft_model=path))
+
+    def without_speculation(self, launch: Launch) -> Launch:
+        return _launch(vl.with_flags(launch.native, speculative_config=None))
+
     def log_feed(self) -> LogFeed:
         return _Log()
 

@@ -34,6 +34,7 @@ from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
+from eagle3_tui.session import engine_presets
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.check.job import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.check.job import run_check as run_check_job
@@ -486,6 +487,15 @@ class Session:
     # ------------------------------------------------------------ presets, changes, restarts
 
     def presets(self) -> list[Preset]:
+        engine = self.engine
+        if engine.name != "sglang":  # in the engine's own terms (engine_presets.py)
+            launch = None
+            if self._spec is not None:
+                with contextlib.suppress(UserError):
+                    launch = engine.parse_launch(self._spec.argv)
+            own = engine_presets.builtin_presets(engine, data_slots=self.profile.data_slots, current=launch)
+            by_name = {p.name: p for p in [*own, *self.profile.presets]}
+            return [engine_presets.with_boundaries(engine, p, self.target.num_layers) for p in by_name.values()]
         current = parse_argv(self._spec.argv) if self._spec is not None else None
         installed = self._installed()
         builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
@@ -499,9 +509,12 @@ class Session:
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
         preset = find_preset(self.presets(), preset_name)
+        engine = self.engine
         if preset.kind == "flags":
             if self._spec is None:
                 raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
+            if engine.name != "sglang":
+                return engine_presets.plan_flags(engine, preset, argv=self._spec.argv)
             return plan_flags(preset, argv=self._spec.argv, target_arch=self.target.arch)
         path = self.target.draft_config_path
         if path is None:
@@ -513,6 +526,9 @@ class Session:
             raise UserError(f"preset {preset.name!r} cannot be applied: {why}")
         before = raw.decode("utf-8")
         self.target.draft_text = before
+        if engine.name != "sglang":
+            return engine_presets.plan_layers(engine, preset, path=path, before=before,
+                                              num_layers=self.target.num_layers, fc_num_aux=self.target.fc_num_aux)
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
                            embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
                            installed=self._installed())
