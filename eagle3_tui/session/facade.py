@@ -440,6 +440,7 @@ class Session:
             last_bench=self._last_bench, check=self.check, log_warnings=tuple(self._feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
+            per_position=tuple(r for r in self.telemetry.last_positions() if r is not None),
         )
 
     async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,

@@ -220,6 +220,8 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         await _read_target_config(host, model_dir, t)
     if draft_dir:
         await _read_checkpoint(host, draft_dir, t)
+    if spec is not None and not _is_sglang(spec):
+        t.installed_fallback = False  # SGLang's release table says nothing about another engine's release
     if spec is not None and _is_sglang(spec):  # SGLang's installed source: what no other engine has
         if args is not None and args.kind == launch.KIND_SIM:
             _sim_arch(args, t)
