@@ -21,6 +21,7 @@ from __future__ import annotations
 from eagle3_tui.actions import CHANGES_HOST, HOST_ACTIONS, HostAction, host_action
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
+from eagle3_tui.session.demo import real_engine_missing
 from eagle3_tui.session.events import (
     AnyLogEvent,
     BenchFinished,
@@ -107,6 +108,7 @@ __all__ = [
     "new_demo_root",
     "no_log",
     "parse_slots",
+    "real_engine_missing",
     "refuse_readonly",
     "served_config",
     "sha256_text",
