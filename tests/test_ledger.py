@@ -247,3 +247,23 @@ def test_command_errors_and_empty(tmp_path, monkeypatch, capsys) -> None:
     assert "no runs recorded yet" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         _run(["--markdown", "--csv"])
+
+
+def test_rows_name_their_engine_and_old_rows_still_load(led: Ledger) -> None:
+    from eagle3_tui.ui.widgets.ledger_pane import row_cells
+
+    vllm_argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    sglang_argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m"]
+    led.record("benchmark", "h", {"engine": "vllm", "engine_release": "0.32.0", "argv": vllm_argv, "steps": 3},
+               {"tok_s": 30.0, "accept_len": 2.5}, ts=T0)
+    led.record("benchmark", "h", {"engine": "sglang", "engine_release": None, "steps": 3}, {"tok_s": 20.0}, ts=T0 + 1)
+    # written before rows named the engine: read from the launch command, else unknown
+    led.record("benchmark", "h", {"argv": sglang_argv, "steps": 3}, {"tok_s": 25.0}, ts=T0 + 2)
+    led.record("benchmark", "h", {"steps": 3}, {"tok_s": 25.0}, ts=T0 + 3)
+    rows = led.rows()
+    assert [r.engine for r in rows] == ["vllm 0.32.0", "sglang", "sglang", None]
+    assert config_summary(rows[0].config).startswith("vllm 0.32.0; steps 3")
+    assert config_summary(rows[3].config) == "steps 3"
+    text = to_text(rows)
+    assert "vllm 0.32.0" in text and "| vllm 0.32.0; steps 3 |" in to_markdown(rows)
+    assert [row_cells(r)[3] for r in rows] == ["vllm 0.32.0", "sglang", "sglang", "–"]

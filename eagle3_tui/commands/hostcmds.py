@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eagle3_tui.engines import SpecStats
     from eagle3_tui.profile import Profile
     from eagle3_tui.session import ApplyPlan, Session, SessionEvent
     from eagle3_tui.sglang.client import BenchResult
@@ -229,11 +230,22 @@ def format_decode(ev: DecodeStats, telemetry: Telemetry) -> str:
     return decode_line(ev, telemetry.num_steps)
 
 
+def format_spec(ev: SpecStats) -> str:
+    """One line per engine-seam stats line that carries acceptance (vLLM's `SpecDecoding metrics`)."""
+    parts = [f"accept len {ev.mean_acceptance_length:.2f}"]
+    if ev.per_position:
+        parts.append("per position " + " / ".join(f"{r:.2f}" for r in ev.per_position))
+    if ev.draft_acceptance_rate is not None:
+        parts.append(f"draft accept rate {ev.draft_acceptance_rate:.1%}")
+    return f"[{ev.engine}] " + ", ".join(parts)
+
+
 async def _watch(session: Session, args: argparse.Namespace) -> int:
     """A line per decode stat: from the log, or, for a server with no log file (a pane, a pipe), from HTTP
     at each poll, each such line marked "(from /metrics)" or "(from /server_info)"."""
     import asyncio
 
+    from eagle3_tui.engines import SpecStats
     from eagle3_tui.errors import UserError
     from eagle3_tui.session import HttpSample, LogBatch, Notice, no_log
     from eagle3_tui.sglang.logline import DecodeStats
@@ -259,6 +271,8 @@ async def _watch(session: Session, args: argparse.Namespace) -> int:
             for e in ev.events:
                 if isinstance(e, DecodeStats):
                     line(format_decode(e, session.telemetry))
+                elif isinstance(e, SpecStats) and e.mean_acceptance_length is not None:  # vLLM's SpecDecoding
+                    line(format_spec(e))
         elif isinstance(ev, HttpSample):
             line(format_decode(ev.stats, session.telemetry))
         elif isinstance(ev, Notice) and ev.severity != "information" and http is not None:

@@ -13,7 +13,8 @@ from eagle3_tui.doctor.advice import ADVICE_RULES
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
 from eagle3_tui.doctor.release_rules import served_loader
-from eagle3_tui.doctor.rules import RULE_IDS, RULES
+from eagle3_tui.doctor.rules import ENGINE_NEUTRAL, RULE_IDS, RULES
+from eagle3_tui.doctor.vllm_rules import VLLM_RULES
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.launch import KIND_SIM, effective
 
@@ -64,7 +65,9 @@ def diagnose(facts: Facts) -> list[Finding]:
     """Every finding for these facts, worst first."""
     f = complete(facts)
     found: list[Finding] = []
-    for rule_id, rule in (*RULES, *ADVICE_RULES):
+    rules = (*RULES, *ADVICE_RULES) if f.engine == "sglang" else (
+        *((r, rule) for r, rule in RULES if r in ENGINE_NEUTRAL), *VLLM_RULES)
+    for rule_id, rule in rules:
         try:
             finding = rule(f)
         except Exception as err:  # a rule must never take the doctor down with it
@@ -77,5 +80,5 @@ def diagnose(facts: Facts) -> list[Finding]:
             )
         if finding is not None:
             found.append(finding)
-    order = {rule_id: i for i, rule_id in enumerate((*RULE_IDS, *(r for r, _ in ADVICE_RULES)))}
+    order = {rule_id: i for i, rule_id in enumerate((*RULE_IDS, *(r for r, _ in (*ADVICE_RULES, *VLLM_RULES))))}
     return sorted(found, key=lambda x: (severity_rank(x.severity), order.get(x.rule_id, len(order))))

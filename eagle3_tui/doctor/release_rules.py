@@ -14,8 +14,9 @@ from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
 from eagle3_tui.eagle.checkpoint import MLA_DRAFT, flat_config
 from eagle3_tui.eagle.trainers import SGLANG_0_5_6, ServedLoader
+from eagle3_tui.engines.served_by import sglang_loader
 from eagle3_tui.sglang.installed import Answer, Note, Release
-from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUTPUT
+from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue
@@ -160,22 +161,14 @@ def _multi_layer(f: Facts, r: Release, out: list[Evidence]) -> None:
 
 def served_loader(f: Facts) -> ServedLoader:
     """What `eagle.checkpoint.check_tensors` checks against: the installed release's draft loader, with the
-    norms it applies because this draft config turns them on (SGLang 0.5.6's when the release is unknown)."""
+    norms it applies because this draft config turns them on (SGLang 0.5.6's when the release is unknown);
+    built where the check builds its own (`engines.served_by.sglang_loader`)."""
     r = _release(f)
     if r is None:
         return SGLANG_0_5_6
     raw = f.draft_config.raw if f.draft_config is not None else {}
-    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
-    on = {FC_NORM: bool(raw.get("fc_norm") or raw.get("use_aux_norm")),
-          NORM_BEFORE_FC: bool(raw.get(NORM_BEFORE_FC) or (eagle or {}).get(NORM_BEFORE_FC)),
-          NORM_OUTPUT: bool(raw.get(NORM_OUTPUT))}
-    ops = {FC_NORM: "fc_norm", NORM_BEFORE_FC: "input_norm", NORM_OUTPUT: "norm_output"}
-    applies = frozenset({"rope_scaling", *(ops[n] for n in r.loader.applies if on.get(n))})
-    classes = r.path.draft_classes or (EAGLE3_DRAFT,)
-    return ServedLoader(name=f"SGLang {r.version or '(unknown release)'}", multi_layer=r.loader.multi_layer,
-                        applies=applies, num_aux=None if r.loader.fc_from_ids else 3,
-                        architectures=tuple(c for c in classes if c != MLA_DRAFT) or (EAGLE3_DRAFT,),
-                        mla=MLA_DRAFT in classes)
+    return sglang_loader(r.version, r.loader, config=raw, classes=r.path.draft_classes or (EAGLE3_DRAFT,),
+                         name=f"SGLang {r.version or '(unknown release)'}")
 
 
 def eagle_not_eagle3(f: Facts) -> Finding | None:

@@ -29,6 +29,7 @@ from eagle3_tui.doctor.checkpoint_rules import (
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
+from eagle3_tui.engines import get_engine
 from eagle3_tui.sglang.launch import EffectiveSpec, effective
 
 if TYPE_CHECKING:
@@ -89,6 +90,12 @@ def served_boundaries(f: Facts) -> tuple[tuple[int, ...], str] | None:
     """(boundaries, how we know) of what the server feeds the draft."""
     if f.served_boundaries is not None:
         return tuple(f.served_boundaries), "reported"
+    if f.engine != "sglang":
+        if f.draft_config is None or f.target_num_layers is None:
+            return None
+        cap = get_engine(f.engine).captures(f.draft_config.raw, f.target_num_layers)
+        how = f"{f.engine}'s default" if cap.ids is None else f"{cap.source} = {_ids(cap.ids)}, {f.engine}'s ids"
+        return cap.boundaries, how
     a = rel.installed_for_ids(f)
     if a is not None and a.captures is not None and f.draft_config is not None:
         ids = f.draft_config.sglang_layer_ids
@@ -433,6 +440,16 @@ def wiring_mismatch(f: Facts) -> Finding | None:
     (tb, how_t), (sb, how_s) = trained, served
     if tuple(sorted(tb)) == tuple(sorted(sb)):
         return None
+    if f.engine != "sglang":  # the ids in that engine's meaning (vLLM's are the boundaries)
+        engine = get_engine(f.engine)
+        ev = [Evidence(f.data_source or "training data", f"slots hold boundaries {_b(f.data_slot_boundaries)}; "
+                                                         f"the trainer fed {_b(tb)} ({how_t})"),
+              Evidence(_config_source(f) if f.draft_config is not None else "server", f"served: {_b(sb)} ({how_s})")]
+        never = engine.uncaptured(sorted(tb), f.target_num_layers or max(tb))
+        fix = (f"{engine.name} never captures boundaries {_b(never)}: retrain on boundaries it serves." if never else
+               f"Set the top-level {engine.ids_key} to {_ids(engine.boundaries_to_ids(sorted(tb)))} "
+               f"({engine.name}'s ids are the boundaries {_b(sorted(tb))}) and restart the server.")
+        return Finding(WIRING_MISMATCH, "error", f"the draft was trained on {_b(tb)} but is served {_b(sb)}", ev, fix)
     ids, needs_patch = rel.ids_for(f, sorted(tb))
     ev = [
         Evidence(f.data_source or "training data", f"slots hold boundaries {_b(f.data_slot_boundaries)}; "
@@ -559,4 +576,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (NO_ACCEPT_STATS, no_accept_stats),
 )
 RULE_IDS: tuple[str, ...] = tuple(rule_id for rule_id, _ in RULES)
+ENGINE_NEUTRAL = frozenset({dr.D2T, dr.DRAFT_CONTEXT, dr.TARGET_NUMERICS, WIRING_MISMATCH, SPEC_SLOWER,
+                            ONLINE_OFFLINE_GAP})
+"""The rules that hold on any engine (the others read SGLang's flags, ids or draft loader)."""
 

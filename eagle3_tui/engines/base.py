@@ -82,6 +82,11 @@ class Failed:
     line: str
     traceback: tuple[str, ...] = ()
 
+    @property
+    def last_line(self) -> str:
+        """The line that says what went wrong (the session's run state and notices read this name)."""
+        return self.sentence
+
 
 @dataclass(frozen=True)
 class Started:
@@ -120,6 +125,11 @@ class LogFeed(abc.ABC):
     @abc.abstractmethod
     def flush(self) -> list[EngineEvent]: ...
 
+    @property
+    def pending(self) -> object | None:
+        """The failure held for its traceback (None: none); the same object until it is flushed."""
+        return None
+
 
 class MetricsFeed(abc.ABC):
     """A stateful `/metrics` reader: gauges read as they are, counters over a window. A restart never raises."""
@@ -141,6 +151,10 @@ class Engine(abc.ABC):
     process_titles: tuple[str, ...]
     """Title stems the engine's renamed children show in `ps` (match with startswith)."""
     reports_per_position: bool
+    default_port: int
+    """The port a launch command without --port serves on."""
+    info_path: str
+    """What the console polls while attached: SGLang's `/server_info`, vLLM's `/version`."""
 
     @abc.abstractmethod
     def is_launch(self, argv: Sequence[str]) -> bool: ...
@@ -152,6 +166,14 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
         """The launch with `n` tokens drafted per step (the preset), every other token unchanged."""
+
+    @abc.abstractmethod
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        """The launch with another draft model (the preset), every other token unchanged."""
+
+    @abc.abstractmethod
+    def without_speculation(self, launch: Launch) -> Launch:
+        """The launch serving the target alone (a baseline), every other token unchanged."""
 
     @abc.abstractmethod
     def log_feed(self) -> LogFeed: ...
@@ -179,6 +201,11 @@ class Engine(abc.ABC):
     def config_with_boundaries(self, text: str, boundaries: Sequence[int] | None) -> str:
         """The draft config.json text that makes this engine capture `boundaries` (None: its default), with
         only the ids' text changed (a rewiring the operator confirms as a one-line diff)."""
+
+    def release(self, info: Mapping[str, Any]) -> str | None:
+        """The engine's release from the `info_path` answer."""
+        v = info.get("version")
+        return v if isinstance(v, str) and v else None
 
     def captured_boundaries(self, draft_config: Mapping[str, Any], num_layers: int) -> tuple[int, ...]:
         return self.captures(draft_config, num_layers).boundaries

@@ -9,15 +9,18 @@ vLLM runs a draft as it was trained (its norms applied). An SGLang release runs 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from eagle3_tui.eagle.checkpoint import MLA_DRAFT
 from eagle3_tui.eagle.trainers import ServedLoader, vllm_loader
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.installed import table
 from eagle3_tui.sglang.installed.loader import FC_NORM, NORM_BEFORE_FC, NORM_OUTPUT, DraftLoader
 from eagle3_tui.sglang.installed.source import version_key
 
+EAGLE3_DRAFT = "LlamaForCausalLMEagle3"
 DEFAULT_SGLANG = "0.5.6"
 """The release the check models when the engine is SGLang and its release is not known."""
 
@@ -52,14 +55,39 @@ def parse_served_by(text: str) -> ServedBy:
     return ServedBy(engine, release or None)
 
 
-def sglang_loader(version: str | None, read: DraftLoader | None = None) -> ServedLoader:
-    """An SGLang release's draft loader as the check models it: `read` (from the installed source) when
-    given, else the release table's row for `version` (0.5.6 when it is unknown)."""
+def _turned_on(config: Mapping[str, Any], norm: str) -> bool:
+    """Whether a draft config turns on an optional norm of SGLang's loader (its own keys for each)."""
+    eagle = config.get("eagle_config")
+    nested = eagle if isinstance(eagle, Mapping) else {}
+    if norm == FC_NORM:
+        return bool(config.get("fc_norm") or config.get("use_aux_norm"))
+    if norm == NORM_BEFORE_FC:
+        return bool(config.get(NORM_BEFORE_FC) or nested.get(NORM_BEFORE_FC))
+    return bool(config.get(norm))
+
+
+def sglang_loader(
+    version: str | None,
+    read: DraftLoader | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    classes: Sequence[str] = (),
+    name: str | None = None,
+) -> ServedLoader:
+    """An SGLang release's draft loader: `read` (from the installed source) when given, else the release
+    table's row for `version` (0.5.6 when it is unknown). The check models every norm the release can
+    apply; the doctor passes the draft `config` (only the norms it turns on) and the release's draft
+    `classes` (which architectures load, MLA among them)."""
     release = version or DEFAULT_SGLANG
     dl = read if read is not None else table.draft_loader(release)
-    applies = frozenset({"rope_scaling", *(_APPLIES[a] for a in dl.applies if a in _APPLIES)})
-    return ServedLoader(name=f"SGLang {release}", layers_prefix="layers." if dl.layers_prefix else "midlayer.",
-                        multi_layer=dl.multi_layer, applies=applies, num_aux=None if dl.fc_from_ids else 3)
+    norms = [a for a in dl.applies if a in _APPLIES and (config is None or _turned_on(config, a))]
+    extra: dict[str, Any] = {}
+    if classes:
+        extra = {"architectures": tuple(c for c in classes if c != MLA_DRAFT) or (EAGLE3_DRAFT,),
+                 "mla": MLA_DRAFT in classes}
+    return ServedLoader(name=name or f"SGLang {release}", layers_prefix="layers." if dl.layers_prefix else "midlayer.",
+                        multi_layer=dl.multi_layer, applies=frozenset({"rope_scaling", *(_APPLIES[a] for a in norms)}),
+                        num_aux=None if dl.fc_from_ids else 3, **extra)
 
 
 def loader_for(served: ServedBy, read: DraftLoader | None = None) -> ServedLoader:

@@ -72,6 +72,10 @@ class _Log(LogFeed):
     def flush(self) -> list[EngineEvent]:
         return [e for e in (_event(ev) for ev in self._reader.flush()) if e is not None]
 
+    @property
+    def pending(self) -> object | None:
+        return self._reader.pending
+
 
 def _mean(values: dict[str, float]) -> float | None:
     return sum(values.values()) / len(values) if values else None
@@ -102,6 +106,8 @@ class SGLangEngine(Engine):
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES
+    default_port = 30000
+    info_path = "/server_info"
     reports_per_position = False
 
     def is_launch(self, argv: Sequence[str]) -> bool:
@@ -116,6 +122,13 @@ class SGLangEngine(Engine):
         if args.eagle_topk in (None, 1) and args.num_draft_tokens is not None:
             changes["num_draft_tokens"] = n + 1  # SGLang forces steps + 1 with topk 1 anyway
         return _launch(sl.with_flags(args, **changes))
+
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        return _launch(sl.with_flags(launch.native, draft_model_path=path))
+
+    def without_speculation(self, launch: Launch) -> Launch:
+        return _launch(sl.with_flags(launch.native, algorithm=None, draft_model_path=None, num_steps=None,
+                                     eagle_topk=None, num_draft_tokens=None))
 
     def log_feed(self) -> LogFeed:
         return _Log()

@@ -63,6 +63,10 @@ class _Log(LogFeed):
     def flush(self) -> list[EngineEvent]:
         return [e for e in (_event(ev) for ev in self._reader.flush()) if e is not None]
 
+    @property
+    def pending(self) -> object | None:
+        return self._reader.pending
+
 
 class _Metrics(MetricsFeed):
     """vLLM exports counters: acceptance is a difference over the window (`vllm.metrics.SpecWindow`)."""
@@ -90,6 +94,8 @@ class VLLMEngine(Engine):
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()
+    default_port = 8000
+    info_path = "/version"
     reports_per_position = True
 
     def is_launch(self, argv: Sequence[str]) -> bool:
@@ -100,6 +106,12 @@ class VLLMEngine(Engine):
 
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
         return _launch(vl.with_flags(launch.native, num_speculative_tokens=n))
+
+    def with_draft_model(self, launch: Launch, path: str | None) -> Launch:
+        return _launch(vl.with_flags(launch.native, draft_model=path))
+
+    def without_speculation(self, launch: Launch) -> Launch:
+        return _launch(vl.with_flags(launch.native, speculative_config=None))
 
     def log_feed(self) -> LogFeed:
         return _Log()

@@ -21,7 +21,9 @@ from __future__ import annotations
 from eagle3_tui.actions import CHANGES_HOST, HOST_ACTIONS, HostAction, host_action
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
+from eagle3_tui.session.demo import real_engine_missing
 from eagle3_tui.session.events import (
+    AnyLogEvent,
     BenchFinished,
     BenchProgress,
     CheckFinished,
@@ -64,6 +66,7 @@ __all__ = [
     "HOST_ACTIONS",
     "LAUNCH_COMMAND_PATH",
     "REAL_SGLANG_MISSING",
+    "AnyLogEvent",
     "ApplyPlan",
     "BenchFinished",
     "BenchProgress",
@@ -105,6 +108,7 @@ __all__ = [
     "new_demo_root",
     "no_log",
     "parse_slots",
+    "real_engine_missing",
     "refuse_readonly",
     "served_config",
     "sha256_text",

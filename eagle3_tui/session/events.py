@@ -10,8 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from eagle3_tui.engines import EngineEvent
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.logline import DecodeStats, LogEvent
+
+AnyLogEvent = LogEvent | EngineEvent
 
 if TYPE_CHECKING:
     from eagle3_tui.doctor.findings import Finding
@@ -39,6 +42,16 @@ class ConnView:
 
 
 ServerState = Literal["unknown", "starting", "ready", "failed", "stopped"]
+
+
+def _engine_name(argv: Sequence[str]) -> str | None:
+    from eagle3_tui.engines import engine_for_launch
+    from eagle3_tui.errors import UserError
+
+    try:
+        return engine_for_launch(argv).name
+    except UserError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ class ServerView:
     charts_from: str | None = None  # "/metrics" or "/server_info" when no log file is followed (live/httpstats.py)
     charts_note: str | None = None  # why /metrics could not be used on the last poll
     charts_offer_log: bool = False  # a restart into a log file is offered (a pane's or a pipe's server)
+    engine: str | None = None  # "sglang" or "vllm": whose launch command `argv` is (engines.engine_for_launch)
 
     # Typed updates: each returns the new snapshot (`Views.set_server` publishes it), so a caller changes
     # exactly the fields one of these names, and mypy checks every value.
@@ -117,8 +131,8 @@ class ServerView:
         return replace(self, pid=None, pgid=None)
 
     def with_launch(self, port: int | None, log_path: str | None, argv: Sequence[str]) -> ServerView:
-        """The launch command the server runs (or would run)."""
-        return replace(self, port=port, log_path=log_path, argv=tuple(argv))
+        """The launch command the server runs (or would run), and the engine it names."""
+        return replace(self, port=port, log_path=log_path, argv=tuple(argv), engine=_engine_name(argv))
 
     def with_kind(self, kind: str | None) -> ServerView:
         return replace(self, kind=kind)
@@ -164,7 +178,8 @@ class LogBatch:
     """New log lines and the events parsed from them, delivered at most ten times a second."""
 
     lines: list[str]
-    events: list[LogEvent]
+    events: list[AnyLogEvent]
+    """SGLang's `LogEvent`s, or the serving engine's `EngineEvent`s (vLLM's, through the seam)."""
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.doctor.advice import measured_configs
+from eagle3_tui.engines import Engine, Failed, get_engine
 from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
+from eagle3_tui.session import engine_presets
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.check.job import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.check.job import run_check as run_check_job
@@ -62,7 +64,7 @@ from eagle3_tui.session.host.discovery import (
 from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
 from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
-from eagle3_tui.session.host.served import parse_argv, served
+from eagle3_tui.session.host.served import parse_argv, served, served_by_engine
 from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
@@ -168,6 +170,14 @@ class Session:
     def spec(self) -> LaunchSpec | None:
         """The launch a restart runs: the attached server's, else the remembered or profile's one."""
         return self._spec
+
+    @property
+    def engine(self) -> Engine:
+        """The engine serving (the launch command's: `engines.engine_for_launch`); SGLang when none is known."""
+        if self._spec is not None:
+            with contextlib.suppress(UserError):
+                return self._spec.engine
+        return get_engine("sglang")
 
     @property
     def restarting(self) -> bool:
@@ -337,6 +347,15 @@ class Session:
 
     def _update_served(self) -> None:
         """The server view's speculative fields from the launch command and the draft config."""
+        engine = self.engine
+        self._feed.use_engine(engine)
+        if self._spec is not None and engine.name != "sglang":
+            with contextlib.suppress(UserError):
+                view = served_by_engine(engine, engine.parse_launch(self._spec.argv), draft_text=self.target.draft_text,
+                                        num_layers=self.target.num_layers, presets=self.presets())
+                self.telemetry.num_steps = view.steps
+                self.views.set_server(self.server.with_served(view))
+            return
         args = parse_argv(self._spec.argv) if self._spec is not None else None
         if args is None:
             return
@@ -404,7 +423,7 @@ class Session:
     def _log_path(self) -> str | None:
         return self._spec.log_path if self._spec else self.server.log_path
 
-    def _on_failure_line(self, failure: Failure) -> None:
+    def _on_failure_line(self, failure: Failure | Failed) -> None:
         if not self._claim.busy and self.server.state == "ready":
             self.views.notice(f"server log: {failure.kind}: {failure.last_line}", "error")
 
@@ -421,6 +440,7 @@ class Session:
             last_bench=self._last_bench, check=self.check, log_warnings=tuple(self._feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
+            per_position=tuple(r for r in self.telemetry.last_positions() if r is not None),
         )
 
     async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,
@@ -468,6 +488,15 @@ class Session:
     # ------------------------------------------------------------ presets, changes, restarts
 
     def presets(self) -> list[Preset]:
+        engine = self.engine
+        if engine.name != "sglang":  # in the engine's own terms (engine_presets.py)
+            launch = None
+            if self._spec is not None:
+                with contextlib.suppress(UserError):
+                    launch = engine.parse_launch(self._spec.argv)
+            own = engine_presets.builtin_presets(engine, data_slots=self.profile.data_slots, current=launch)
+            by_name = {p.name: p for p in [*own, *self.profile.presets]}
+            return [engine_presets.with_boundaries(engine, p, self.target.num_layers) for p in by_name.values()]
         current = parse_argv(self._spec.argv) if self._spec is not None else None
         installed = self._installed()
         builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
@@ -481,9 +510,12 @@ class Session:
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
         preset = find_preset(self.presets(), preset_name)
+        engine = self.engine
         if preset.kind == "flags":
             if self._spec is None:
                 raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
+            if engine.name != "sglang":
+                return engine_presets.plan_flags(engine, preset, argv=self._spec.argv)
             return plan_flags(preset, argv=self._spec.argv, target_arch=self.target.arch)
         path = self.target.draft_config_path
         if path is None:
@@ -495,6 +527,9 @@ class Session:
             raise UserError(f"preset {preset.name!r} cannot be applied: {why}")
         before = raw.decode("utf-8")
         self.target.draft_text = before
+        if engine.name != "sglang":
+            return engine_presets.plan_layers(engine, preset, path=path, before=before,
+                                              num_layers=self.target.num_layers, fc_num_aux=self.target.fc_num_aux)
         return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
                            embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
                            installed=self._installed())

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from eagle3_tui.sglang.launch import parse_launch
+from eagle3_tui.engines import Engine, engine_for_launch
 
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.I)
 DEFAULT_PORT = 30000
+"""SGLang's port when its command names none (each engine has its own: `Engine.default_port`)."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -74,6 +75,11 @@ class LaunchSpec:
             env_whole=d.get("env_whole") is True,
         )
 
+    @property
+    def engine(self) -> Engine:
+        """The engine whose launch command this is (SGLang, vLLM or the sim, which speaks SGLang)."""
+        return engine_for_launch(self.argv)
+
     def with_argv(self, argv: Sequence[str]) -> LaunchSpec:
         """The same cwd, env, log and owner with another command (its port and bind host re-read)."""
         spec = LaunchSpec.from_argv(argv, cwd=self.cwd, env=self.env, log_path=self.log_path)
@@ -87,8 +93,9 @@ class LaunchSpec:
     def from_argv(
         cls, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None = None, log_path: str | None = None
     ) -> LaunchSpec:
-        args = parse_launch(argv)
+        engine = engine_for_launch(argv)
+        args = engine.parse_launch(argv)
         host = args.host or "127.0.0.1"
         if host in ("0.0.0.0", "::", "localhost"):
             host = "127.0.0.1" if host != "::" else "::1"
-        return cls(tuple(argv), cwd, dict(env or {}), log_path, args.port or DEFAULT_PORT, host)
+        return cls(tuple(argv), cwd, dict(env or {}), log_path, args.port or engine.default_port, host)

@@ -302,13 +302,18 @@ def plan_flags(preset: Preset, *, argv: Sequence[str], target_arch: str | None =
         warnings.append("the server will run without speculation")
     before = shlex.join(argv) + "\n"
     after = shlex.join(after_argv) + "\n"
+    return ApplyPlan(preset, LAUNCH_COMMAND_PATH, before, after, launch_diff(argv, after_argv), problems, warnings,
+                     sha256_text(before))
+
+
+def launch_diff(argv: Sequence[str], after_argv: Sequence[str]) -> str:
+    """A launch command's change as a unified diff, one flag (with its value) per line."""
     import difflib
 
-    diff = "".join(
+    return "".join(
         difflib.unified_diff(_one_per_line(argv), _one_per_line(after_argv), "launch command (before)",
                              "launch command (after)", n=1)
     )
-    return ApplyPlan(preset, LAUNCH_COMMAND_PATH, before, after, diff, problems, warnings, sha256_text(before))
 
 
 def _one_per_line(argv: Sequence[str]) -> list[str]:

@@ -309,6 +309,16 @@ class SGLangClient:
             return False
         return r.status_code == 200
 
+    async def get_json(self, path: str) -> Any:
+        """A GET answered with JSON (another engine's `/version`); UserError when it is not."""
+        r = await self._request("GET", path)
+        if r.status_code != 200:
+            raise ServerUnavailable(f"the server at {self.base_url} answered HTTP {r.status_code} to {path}")
+        try:
+            return parse_json(r.content, f"the server's {path} answer")
+        except json.JSONDecodeError:
+            raise UserError(f"the server's {path} answer is not JSON") from None
+
     async def server_info(self) -> dict[str, Any]:
         """`/server_info`, or `/get_server_info` on builds before 0.5.6 (remembered once found)."""
         paths = [self._info_path] if self._info_path else ["/server_info", "/get_server_info"]

@@ -117,6 +117,13 @@ class LedgerRow:
         return _first_number(self.results, "predicted_accept_len")
 
     @property
+    def engine(self) -> str | None:
+        """The serving engine and its release (`vllm 0.32.0`, `sglang 0.5.23`; `engine` alone when the
+        release was not known). A row written before rows named it: the engine its launch command names,
+        else None."""
+        return engine_label(self.config)
+
+    @property
     def is_baseline(self) -> bool:
         return self.kind == "baseline" or self.results.get("baseline") is True or self.config.get("baseline") is True
 
@@ -272,6 +279,23 @@ def _loads(text: str) -> dict[str, Any]:
 COLUMNS = ("#", "time (UTC)", "kind", "host", "config", "accept len", "tok/s", "speedup", "note")
 
 
+def engine_label(config: dict[str, Any]) -> str | None:
+    """`config`'s engine and release as one cell (see `LedgerRow.engine`)."""
+    name = config.get("engine")
+    if not isinstance(name, str) or not name:
+        argv = config.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return None
+        from eagle3_tui.engines import engine_for_launch
+
+        try:
+            name = engine_for_launch(argv).name
+        except UserError:
+            return None
+    release = config.get("engine_release")
+    return f"{name} {release}" if isinstance(release, str) and release else name
+
+
 def _fmt_ids(ids: Any) -> str:
     if ids is None:
         return "default"
@@ -281,8 +305,10 @@ def _fmt_ids(ids: Any) -> str:
 
 
 def config_summary(config: dict[str, Any]) -> str:
-    """One short cell: preset; effective steps/topk/draft tokens; layer ids -> boundaries."""
+    """One short cell: engine; preset; effective steps/topk/draft tokens; layer ids -> boundaries."""
     parts: list[str] = []
+    if isinstance(config.get("engine"), str):  # rows written before rows named it show none
+        parts.append(engine_label(config) or "")
     if config.get("preset"):
         parts.append(str(config["preset"]))
     if config.get("speculative") is False:

@@ -1,4 +1,5 @@
-"""Live speculative-decoding metrics derived from `Decode batch` lines.
+"""Live speculative-decoding metrics derived from `Decode batch` lines (SGLang) or the engine seam's
+`SpecStats` (vLLM's `SpecDecoding metrics` and `Engine 000` lines).
 
 Definitions (research/sglang.md §1.6):
 - `accept_len` (SGLang's "accept len") = tokens committed per request per verify step, the bonus
@@ -21,6 +22,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from eagle3_tui.engines.base import SpecStats
 from eagle3_tui.sglang.logline import DecodeStats
 from eagle3_tui.telemetry.series import Ring
 
@@ -52,6 +54,12 @@ RATE_DEFINITIONS: dict[str, str] = {
     "bonus-included": "accept len / num_draft_tokens (SGLang 0.5.3.post2 to 0.5.6: bonus token included)",
     "bonus-excluded": "(accept len - 1) / (num_draft_tokens - 1) (SGLang 2026: bonus token excluded)",
 }
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def accepted_per_step(accept_len: float) -> float:
@@ -190,6 +198,10 @@ class Telemetry:
         self.decode_lines = 0
         self.run_since: float | None = None
         """When the server now running was launched (`new_run`): the summary's means start there."""
+        self.positions: list[Ring] = []
+        """Acceptance rate per draft position (position 1 first), where the engine reports it (vLLM)."""
+        self.positions_reported = False
+        """Whether any stats carried per-position rates (SGLang's never do)."""
 
     def ingest(self, event: DecodeStats, t: float | None = None) -> None:
         """File one decode line under time `t` (default: its timestamp, else the wall clock)."""
@@ -214,6 +226,48 @@ class Telemetry:
         if event.token_usage is not None:
             s["token_usage"].append(t, event.token_usage)
 
+    def ingest_spec(self, event: SpecStats, t: float | None = None) -> None:
+        """File one engine-seam stats event (vLLM's SpecDecoding or Engine line) under time `t`.
+
+        Values that are not finite numbers are dropped, never filed: a malformed line must not put a NaN
+        or a string into a chart."""
+        if t is None:
+            t = event.timestamp if event.timestamp is not None else time.time()
+        length = _finite(event.mean_acceptance_length)
+        tps = _finite(event.generation_throughput)
+        rates = [_finite(r) for r in event.per_position]
+        if length is None and tps is None and not any(r is not None for r in rates):
+            return
+        self.decode_lines += 1
+        s = self.series
+        if length is not None and length >= 1.0:
+            s["accept_len"].append(t, length)
+            s["accepted_per_step"].append(t, accepted_per_step(length))
+            rate = tool_accept_rate(length, self.num_steps)
+            if rate is not None:
+                s["accept_rate_tool"].append(t, rate)
+        if tps is not None:
+            s["gen_tps"].append(t, tps)
+        if event.running is not None:
+            s["running_req"].append(t, float(event.running))
+        if event.waiting is not None:
+            s["queue_req"].append(t, float(event.waiting))
+        if rates:
+            self.positions_reported = True
+            while len(self.positions) < len(rates):
+                self.positions.append(Ring(self.capacity))
+            for ring, r in zip(self.positions, rates, strict=False):
+                if r is not None and 0.0 <= r <= 1.0:
+                    ring.append(t, r)
+
+    def last_positions(self) -> tuple[float | None, ...]:
+        """The newest rate of each draft position (None where none was filed)."""
+        out: list[float | None] = []
+        for ring in self.positions:
+            newest = ring.last()
+            out.append(newest[1] if newest else None)
+        return tuple(out)
+
     def mark(self, t: float, label: str) -> None:
         """Add a chart marker (the oldest goes when there are `max_markers`)."""
         self.markers.append(Marker(float(t), label))
@@ -228,6 +282,8 @@ class Telemetry:
         """Forget all points and markers (settings stay)."""
         for ring in self.series.values():
             ring.clear()
+        self.positions = []
+        self.positions_reported = False
         self.markers.clear()
         self.decode_lines = 0
         self.run_since = None

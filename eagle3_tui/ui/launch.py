@@ -102,12 +102,13 @@ def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Call
     readonly = bool(getattr(args, "readonly", False))
     if getattr(args, "demo", False):
         engine = str(getattr(args, "engine", "sim") or "sim")
-        if engine == "sglang":
+        if engine != "sim":  # one sentence, before the console opens, where the engine's venv is missing
             from eagle3_tui.errors import UserError
-            from eagle3_tui.session import REAL_SGLANG_MISSING, find_real_sglang
+            from eagle3_tui.session import real_engine_missing
 
-            if find_real_sglang() is None:
-                raise UserError(REAL_SGLANG_MISSING)
+            missing = real_engine_missing(engine)
+            if missing is not None:
+                raise UserError(missing)
         lifecycle = demo_lifecycle(readonly, engine=engine)
         app = make_app(lifecycle=lifecycle, hint=DEMO_HINT, **options)
         return app, lifecycle.cleanup or (lambda: None)

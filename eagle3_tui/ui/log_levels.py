@@ -14,7 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from eagle3_tui.sglang.logline import LogEvent
+    from eagle3_tui.session import AnyLogEvent as LogEvent
 
 Level = Literal["bad", "warn", "good"]
 
@@ -23,9 +23,10 @@ Level = Literal["bad", "warn", "good"]
 def _level_types() -> dict[type, Level]:
     """The event types that give their line a level (the log model is imported with the first batch,
     not on the way to the console's first frame)."""
+    from eagle3_tui.engines import Failed, Ready
     from eagle3_tui.sglang.logline import Failure, ServerReady, ServerWarning
 
-    return {Failure: "bad", ServerWarning: "warn", ServerReady: "good"}
+    return {Failure: "bad", ServerWarning: "warn", ServerReady: "good", Failed: "bad", Ready: "good"}
 
 
 def event_level(event: LogEvent) -> Level | None:
@@ -71,7 +72,8 @@ class LineLevels:
         failure_open = False
         late = False
         for event in events:
-            index = _find(pending, event.line, cursor)
+            text = getattr(event, "line", None)  # an engine's stats event names no line of its own
+            index = _find(pending, text, cursor) if isinstance(text, str) else None
             if index is None:
                 continue
             if failure_open:  # everything between the failure's header and this line was its traceback

@@ -351,6 +351,26 @@ def step_window(current: float, step: int) -> float:
     return WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
 
 
+POSITIONS_NOT_REPORTED = "per-position acceptance: SGLang does not report it (vLLM does); accept length only"
+
+
+def positions_line(telemetry: Telemetry, engine: str | None, width: int = 8) -> str:
+    """The per-position acceptance pane: each draft position's newest rate as a bar (vLLM's SpecDecoding
+    line), or why there is none (SGLang reports one mean per step, no rate per position)."""
+    if not telemetry.positions_reported:
+        if engine in (None, "sglang"):
+            return POSITIONS_NOT_REPORTED
+        return "per-position acceptance: none reported yet"
+    cells = []
+    for i, rate in enumerate(telemetry.last_positions(), 1):
+        if rate is None:
+            cells.append(f"{i} -")
+            continue
+        full = round(rate * width)
+        cells.append(f"{i} {'█' * full}{'·' * (width - full)} {rate:.2f}")
+    return "per-position acceptance  " + "  ".join(cells)
+
+
 def window_label(window_s: float) -> str:
     text = f"{window_s / 3600:.0f} h" if window_s >= 3600 else f"{window_s / 60:.0f} min"
     return f"window {text} (-/+)"

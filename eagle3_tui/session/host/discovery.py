@@ -1,8 +1,10 @@
-"""Find SGLang servers on a host from its process table, with what a faithful relaunch needs.
+"""Find SGLang and vLLM servers on a host from its process table, with what a faithful relaunch needs.
 
-A server is a process group whose leader runs `python -m sglang.launch_server`, `sglang serve` or the
-sim server. SGLang's scheduler/detokenizer children share the group (and, when forked, the argv), so
-servers are grouped by process group and the oldest member stands for the group. A relaunch gets the
+A server is a process group whose leader runs an engine's launch command (`engines.engine_for_launch`:
+`python -m sglang.launch_server`, `sglang serve`, the sim server, `vllm serve MODEL`, `python -m
+vllm.entrypoints.openai.api_server`). The engine's children (SGLang's scheduler/detokenizer, vLLM's
+`VLLM::EngineCore`/`VLLM::Worker`) share the group, so servers are grouped by process group and the oldest
+member stands for the group. A relaunch gets the
 server's whole environment as its main process has it (`relaunch_env`: /proc/<pid>/environ, less the
 few variables the console must change); values whose names look secret are kept for the relaunch but
 never shown or saved (`redact_env`, `LaunchSpec.to_json`).
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_tui.engines import ENGINES, Engine, engine_for_launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.scripts import ENV_NAME
 from eagle3_tui.session.host.deployment import (
@@ -28,8 +31,7 @@ from eagle3_tui.session.host.deployment import (
     nodes_of,
 )
 from eagle3_tui.session.host.hfcache import hub_cache_dir
-from eagle3_tui.session.launch import DEFAULT_PORT, LaunchSpec
-from eagle3_tui.sglang.launch import is_launch_command, parse_launch
+from eagle3_tui.session.launch import LaunchSpec
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
@@ -87,6 +89,8 @@ class ServerProcess:
     port: int
     kind: str
     deployment: Deployment = field(default_factory=Deployment)
+    engine: str = "sglang"
+    """The engine serving (`engines.ENGINES`' name)."""
     hf_cache: str | None = None
     access_log: str | None = None
     """uvicorn's access lines, when stdout is another file than the log (`> access.log 2> server.log`)."""
@@ -105,12 +109,17 @@ class ServerProcess:
         return f"pid {self.pid} port {self.port} ({self.kind})"
 
 
+def is_server_command(argv: Sequence[str]) -> bool:
+    """Whether argv is any engine's launch command."""
+    return any(e.is_launch(argv) for e in ENGINES.values())
+
+
 def group_servers(procs: Sequence[ProcessInfo]) -> list[ProcessInfo]:
     """Pick one process per process group among those running a launch command (the oldest)."""
     groups: dict[int, ProcessInfo] = {}
     for p in procs:
         try:
-            if not is_launch_command(p.argv):
+            if not is_server_command(p.argv):
                 continue
         except Exception:  # a weird argv must never break discovery
             continue
@@ -137,10 +146,21 @@ def sglang_title(argv: Sequence[str]) -> str | None:
     return first.split()[0] if first.startswith(SGLANG_TITLE_PREFIX) else None
 
 
+def engine_title(argv: Sequence[str]) -> tuple[Engine, str] | None:
+    """(the engine, the title) when argv is an engine's renamed child (`sglang::scheduler_TP0`,
+    `VLLM::EngineCore`: `Engine.process_titles`), else None."""
+    first = argv[0].strip() if argv else ""
+    title = first.split()[0] if first else ""
+    for engine in ENGINES.values():
+        if any(title.startswith(stem) for stem in engine.process_titles):
+            return engine, title
+    return None
+
+
 def titled_groups(procs: Sequence[ProcessInfo]) -> list[tuple[ProcessInfo, str]]:
-    """Process groups where SGLang's renamed children run but no member runs a launch command (a wrapper
-    script, the Python API): each group's untitled leader (else its oldest untitled member, else its
-    oldest) with one child's title."""
+    """Process groups where an engine's renamed children run but no member runs a launch command (a
+    wrapper script, the Python API): each group's untitled leader (else its oldest untitled member, else
+    its oldest) with one child's title."""
     launched = {p.pgid for p in group_servers(procs)}
     members: dict[int, list[ProcessInfo]] = {}
     for p in procs:
@@ -148,10 +168,10 @@ def titled_groups(procs: Sequence[ProcessInfo]) -> list[tuple[ProcessInfo, str]]
             members.setdefault(p.pgid, []).append(p)
     out: list[tuple[ProcessInfo, str]] = []
     for pgid, group in members.items():
-        titles = sorted(t for p in group if (t := sglang_title(p.argv)) is not None)
+        titles = sorted(t[1] for p in group if (t := engine_title(p.argv)) is not None)
         if not titles:
             continue
-        candidates = [p for p in group if sglang_title(p.argv) is None] or group
+        candidates = [p for p in group if engine_title(p.argv) is None] or group
         leader = next((p for p in candidates if p.pid == pgid), None) or min(candidates, key=lambda p: p.pid)
         out.append((leader, titles[0]))
     return sorted(out, key=lambda lt: lt[0].pid)
@@ -252,28 +272,33 @@ def _recovered_argv(
     """The launch args of a group known only by its children's titles: the profile's command, or None,
     with the sentence that says so."""
     shown = " ".join(leader.argv[:4]) + (" ..." if len(leader.argv) > 4 else "")
-    head = (f"pid {leader.pid} runs SGLang (its children are titled {title}) but its command line {shown!r} "
-            "is not an SGLang launch command, so the server's launch args cannot be read")
+    found = engine_title([title])
+    name, article = ("vLLM", "a") if found is not None and found[0].name == "vllm" else ("SGLang", "an")
+    head = (f"pid {leader.pid} runs {name} (its children are titled {title}) but its command line {shown!r} "
+            f"is not {article} {name} launch command, so the server's launch args cannot be read")
     if launch_command:
         with contextlib.suppress(UserError):
-            parse_launch(launch_command)
+            engine_for_launch(launch_command).parse_launch(launch_command)
             return tuple(launch_command), f"{head}: using the profile's launch_command"
     return None, f"{head}: set launch_command in the profile"
 
 
 async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str | None, note: str) -> ServerProcess:
-    args = parse_launch(argv)
+    engine = engine_for_launch(argv)
+    launch = engine.parse_launch(argv)
     cwd = p.cwd or await _cwd(host, p.pid)
     environ = await _read_environ(host, p.pid)
     view = await _proc_view(host, p.pid, environ)  # fds 1 and 2 read once, for the log and the deployment
     fd_log, fd_access = output_files(view.stderr, view.stdout)
     dep = await detect_deployment(host, view, fd_log)
-    nodes, rank, head = nodes_of(args.flag_value)
+    # several nodes: SGLang's --nnodes/--node-rank/--dist-init-addr (vLLM's multi-node runs through Ray,
+    # whose head the console does not restart)
+    nodes, rank, head = nodes_of(launch.native.flag_value) if engine.name == "sglang" else (1, 0, None)
     dep = replace(dep, log=log_path or dep.log, nodes=nodes, node_rank=rank, dist_init=head)
     access = fd_access if dep.kind in ("process", "systemd") and fd_access != dep.log else None
     return ServerProcess(pid=p.pid, pgid=p.pgid, start_time=p.start_time, argv=tuple(argv), cwd=cwd,
-                         env=relaunch_env(environ), log_path=dep.log, port=args.port or DEFAULT_PORT,
-                         kind=args.kind, deployment=dep, hf_cache=hub_cache_dir(environ), note=note,
+                         env=relaunch_env(environ), log_path=dep.log, port=launch.port or engine.default_port,
+                         kind=launch.native.kind, deployment=dep, engine=engine.name, hf_cache=hub_cache_dir(environ), note=note,
                          access_log=access, env_whole=bool(environ))
 
 
@@ -282,7 +307,7 @@ async def discover(
 ) -> Discovery:
     """All servers on the host, oldest pid first. `log_path` (the profile's) wins over /proc; the
     profile's `launch_command` stands for a server whose own command line is not a launch command
-    (only its children's SGLang titles show it is one)."""
+    (only its children's titles show it is one)."""
     procs = await host.processes()
     out: list[ServerProcess] = []
     notes: list[str] = []
@@ -321,7 +346,8 @@ def wanted_port(profile: Profile) -> int | None:
         return profile.port
     if profile.launch_command:
         with contextlib.suppress(UserError):
-            return parse_launch(profile.launch_command).port or DEFAULT_PORT
+            engine = engine_for_launch(profile.launch_command)
+            return engine.parse_launch(profile.launch_command).port or engine.default_port
     return None
 
 

@@ -52,6 +52,8 @@ class FactsSnapshot:
     log_warnings: tuple[str, ...] = ()
     measured: tuple[Any, ...] = ()
     """doctor.advice.Measured per benchmarked configuration on the served boundaries (from the ledger)."""
+    per_position: tuple[float, ...] = ()
+    """The newest acceptance rate per draft position (vLLM's)."""
     launch_env: dict[str, str] | None = None
     """The server's environment as its launch spec keeps it (SGLANG_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES)."""
 
@@ -65,10 +67,13 @@ def build_facts(snap: FactsSnapshot) -> Facts:
         with contextlib.suppress(UserError):
             f.draft_config = DraftConfig.parse(t.draft_text, source=t.draft_config_path or "draft config")
         f.draft_config_path = t.draft_config_path
-    f.installed = installed_answer(snap, f.draft_config)
-    f.release = installed_release(snap, f.installed)
     f.server_env = dict(snap.launch_env) if snap.launch_env is not None else None
-    if snap.launch_argv is not None:
+    if s.engine not in (None, "sglang"):
+        _engine_facts(f, snap)
+    else:
+        f.installed = installed_answer(snap, f.draft_config)
+        f.release = installed_release(snap, f.installed)
+    if snap.launch_argv is not None and f.engine == "sglang":
         auto = f.installed.auto_spec if f.installed is not None else None
         with contextlib.suppress(UserError):
             f.launch = launch.parse_launch(snap.launch_argv)
@@ -103,6 +108,19 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
     return f
+
+
+def _engine_facts(f: Facts, snap: FactsSnapshot) -> None:
+    """What the doctor reads of another engine than SGLang (vLLM): its name, release and device, what it
+    captures (the session's reading through `Engine.captures`), its per-position acceptance."""
+    s = snap.server
+    f.engine = s.engine or "sglang"
+    f.engine_release = s.version
+    env = snap.launch_env or {}
+    cpu = (s.version or "").endswith("+cpu") or any(k.startswith("VLLM_CPU_") for k in env)
+    f.engine_device = "cpu" if cpu else None
+    f.served_boundaries = s.boundaries
+    f.live_per_position = tuple(snap.per_position)
 
 
 def installed_answer(snap: FactsSnapshot, draft: DraftConfig | None) -> Answer | None:

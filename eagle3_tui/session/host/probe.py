@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.engines import Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.host.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
 from eagle3_tui.sglang import launch
@@ -206,7 +207,7 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
     """Draft config (text), target sizes, fc width, embed-capture support."""
     t = TargetInfo()
     args = None
-    if spec is not None:
+    if spec is not None and _is_sglang(spec):
         with contextlib.suppress(UserError):
             args = launch.parse_launch(spec.argv)
     draft_dir, model_dir = await _model_dirs(host, spec, args, profile, t)
@@ -219,7 +220,9 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         await _read_target_config(host, model_dir, t)
     if draft_dir:
         await _read_checkpoint(host, draft_dir, t)
-    if spec is not None:
+    if spec is not None and not _is_sglang(spec):
+        t.installed_fallback = False  # SGLang's release table says nothing about another engine's release
+    if spec is not None and _is_sglang(spec):  # SGLang's installed source: what no other engine has
         if args is not None and args.kind == launch.KIND_SIM:
             _sim_arch(args, t)
         t.installed, _source = await read_installed(host, spec, profile, t.arch, t.num_layers)
@@ -233,6 +236,21 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         else:
             t.embed_capture, t.embed_capture_source = await embed_capture_support(host, spec, profile, t.arch)
     return t
+
+
+def _is_sglang(spec: LaunchSpec) -> bool:
+    """SGLang's (or the sim's) launch command; a command no engine owns counts as SGLang's (its error says)."""
+    try:
+        return spec.engine.name == "sglang"
+    except UserError:
+        return True
+
+
+def _engine_launch(spec: LaunchSpec) -> Launch | None:
+    try:
+        return spec.engine.parse_launch(spec.argv)
+    except UserError:
+        return None
 
 
 async def _hub_cache(host: Host, spec: LaunchSpec) -> str:
@@ -255,16 +273,18 @@ async def _model_dirs(
     """The draft and target directories: the launch command's paths (a Hugging Face repo id through the
     server's hub cache), else the profile's. An id not in the cache leaves its sentence in `t.unresolved`."""
     cwd = spec.cwd if spec else None
+    other = _engine_launch(spec) if spec is not None and args is None else None  # vLLM's model and draft
     found: list[str | None] = []
     for role, given, revision_flag, fallback in (
-        ("draft", args.draft_model_path if args else None, "--speculative-draft-model-revision", profile.draft_path),
-        ("target", args.model_path if args else None, "--revision", profile.target_path),
+        ("draft", args.draft_model_path if args else other.draft_model if other else None,
+         "--speculative-draft-model-revision", profile.draft_path),
+        ("target", args.model_path if args else other.model if other else None, "--revision", profile.target_path),
     ):
         path = _resolve(fallback, cwd)
-        if given and spec is not None and args is not None:
+        if given and spec is not None and (args is not None or other is not None):
             cache = await _hub_cache(host, spec) if repo_id_of(given) else ""
             got = await resolve_model_path(host, given, cwd=cwd, cache=cache, role=role,
-                                           revision=args.flag_value(revision_flag))
+                                           revision=args.flag_value(revision_flag) if args is not None else None)
             if got.problem is not None and path is None:
                 t.unresolved.append(got.problem)
             path = got.path or path

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from eagle3_tui.eagle.draft_config import DraftConfig
+from eagle3_tui.engines import Engine, Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.events import Served
@@ -99,3 +100,29 @@ def served(
         decode_boundaries=decode,
     )
     return view, eff
+
+
+def served_by_engine(
+    engine: Engine, launch_: Launch, *, draft_text: str | None, num_layers: int | None, presets: Sequence[Preset]
+) -> Served:
+    """The served fields of an engine whose flags need no effective-value rules (vLLM): tokens drafted per
+    step as `num_speculative_tokens` says (one chain, topk 1), the draft config's ids and boundaries by the
+    engine's own reading (`Engine.captures`)."""
+    import json
+
+    ids: tuple[int, ...] | None = None
+    boundaries: tuple[int, ...] | None = None
+    if draft_text is not None and num_layers:
+        with contextlib.suppress(ValueError, UserError, TypeError, AttributeError):
+            cfg = json.loads(draft_text)
+            if isinstance(cfg, dict):
+                cap = engine.captures(cfg, num_layers)
+                ids, boundaries = cap.ids, cap.boundaries
+    speculative = launch_.method is not None
+    steps = launch_.draft_tokens_per_step
+    preset = NO_SPEC_PRESET if not speculative else next(
+        (p.name for p in presets if p.kind == "layers" and p.boundaries is not None and p.boundaries == boundaries),
+        None)
+    return Served(speculative=speculative, algorithm=launch_.method, steps=steps, topk=1 if speculative else None,
+                  draft_tokens=steps, requested_draft_tokens=steps, adjusted=(), layer_ids=ids,
+                  boundaries=boundaries, active_preset=preset)

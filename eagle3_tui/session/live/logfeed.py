@@ -25,14 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from eagle3_tui.engines import Engine, Failed, Ready, SpecStats, Started
+from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.events import LogBatch, StatsUpdated
+from eagle3_tui.session.events import AnyLogEvent, LogBatch, StatsUpdated
 from eagle3_tui.session.live.ranks import RankMerger
 from eagle3_tui.session.live.runstate import LogSwitched, RunTracker
 from eagle3_tui.sglang.logline import (
     DecodeStats,
     Failure,
-    LogEvent,
     LogReader,
     ServerArgs,
     ServerReady,
@@ -50,9 +51,13 @@ RETRY_S = 2.0
 RECENT_LINES = 400
 MAX_WARNINGS = 50
 
-FailureHook = Callable[[Failure], None]
+FailureHook = Callable[[Failure | Failed], None]
+Reader = LogReader | EngineLogFeed
+"""SGLang's own reader (its events carry DP ranks, warnings, prefill stats), or another engine's feed
+through the seam (`Engine.log_feed`: SpecStats, Ready, Failed, Started)."""
 
-NOTABLE: frozenset[type] = frozenset({DecodeStats, Failure, ServerArgs, ServerWarning, ServerReady})
+NOTABLE: frozenset[type] = frozenset({DecodeStats, Failure, ServerArgs, ServerWarning, ServerReady,
+                                      SpecStats, Failed, Ready, Started})
 """The event types the feed acts on (the run state takes failures and the ready line); the others
 (access lines, request dumps, Prefill stats, anything else) only travel to the listeners."""
 
@@ -73,8 +78,9 @@ async def log_tail(host: Host, path: str | None, feed: LogFeed) -> tuple[str, ..
 class Parsed:
     """One batch as the worker leaves it: every event, and the notable ones with DP ranks merged."""
 
-    events: list[LogEvent] = field(default_factory=list)
-    notable: list[LogEvent] = field(default_factory=list)
+    events: list[AnyLogEvent] = field(default_factory=list)
+    """SGLang's `LogEvent`s, or another engine's `EngineEvent`s."""
+    notable: list[AnyLogEvent] = field(default_factory=list)
     """`events` of the NOTABLE types, in order; a DecodeStats as the whole server's line (RankMerger)."""
 
 
@@ -98,7 +104,8 @@ class LogFeed:
         self._ranks = RankMerger()  # DP ranks: one server's totals (ranks.py)
         self._on_failure = on_failure
         self._interval = emit_interval_s
-        self._reader = LogReader()
+        self._engine: Engine | None = None  # None: SGLang's own reader
+        self._reader: Reader = LogReader()
         self._reader_lock = threading.Lock()  # the reader is fed in a worker thread, flushed on the loop
         self._task: asyncio.Task[None] | None = None
         self._path: str | None = None
@@ -106,9 +113,9 @@ class LogFeed:
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
         self.server_args: dict[str, str] = {}
         self.warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
-        self._pending_since: tuple[Failure, float] | None = None
+        self._pending_since: tuple[object, float] | None = None
         self._out_lines: list[str] = []
-        self._out_events: list[LogEvent] = []
+        self._out_events: list[AnyLogEvent] = []
         self._out_stats = False
         self._last_emit = 0.0
         self._emit_handle: asyncio.TimerHandle | None = None
@@ -120,6 +127,18 @@ class LogFeed:
     @property
     def path(self) -> str | None:
         return self._path
+
+    def use_engine(self, engine: Engine) -> None:
+        """Read the log as `engine` writes it (the attached server's; a change starts a fresh reader)."""
+        wanted = None if engine.name == "sglang" else engine
+        if (wanted.name if wanted else None) == (self._engine.name if self._engine else None):
+            return
+        with self._reader_lock:
+            self._engine = wanted
+            self._reader = self._new_reader()
+
+    def _new_reader(self) -> Reader:
+        return LogReader() if self._engine is None else self._engine.log_feed()
 
     def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0, fresh: bool = False) -> None:
         """Follow `path` (a no-op when it is already followed, unless `fresh`).
@@ -134,7 +153,7 @@ class LogFeed:
             self._task.cancel()
         if fresh:
             with self._reader_lock:
-                self._reader = LogReader()
+                self._reader = self._new_reader()
             self._pending_since = None
             self.warnings.clear()
             self.server_args = {}
@@ -155,7 +174,7 @@ class LogFeed:
                         elif isinstance(item, FollowEvent) and item.kind in ("rotated", "truncated", "opened"):
                             if item.kind != "opened":
                                 with self._reader_lock:
-                                    self._reader = LogReader()
+                                    self._reader = self._new_reader()
                             self._tracker.dispatch(LogSwitched())  # from here on: the newest launch's log
                 return
             except asyncio.CancelledError:
@@ -172,21 +191,21 @@ class LogFeed:
         self._apply(lines, parsed, now)
 
     def _parse(self, lines: Sequence[str], now: float | None) -> Parsed:
-        events: list[LogEvent] = []
+        events: list[AnyLogEvent] = []
         with self._reader_lock:
             reader = self._reader
             for line in lines:
                 events.extend(reader.feed(line))
             return self._pick(events, now)
 
-    def _pick(self, events: list[LogEvent], now: float | None) -> Parsed:
+    def _pick(self, events: Sequence[AnyLogEvent], now: float | None) -> Parsed:
         """The notable events (in order), decode stats merged over the DP ranks; under the reader lock."""
         notable = [ev for ev in events if type(ev) in NOTABLE]
         merge = self._ranks.merge
         for i, ev in enumerate(notable):
             if isinstance(ev, DecodeStats):
                 notable[i] = merge(ev, now)
-        return Parsed(events, notable)
+        return Parsed(list(events), notable)
 
     def ingest_now(self, lines: Sequence[str], *, log_time: bool = False) -> None:
         """Parse and apply lines on the caller's thread and emit at once (a recorded log, a replay).
@@ -208,10 +227,15 @@ class LogFeed:
             if isinstance(ev, DecodeStats):
                 self._telemetry.ingest(ev, now)
                 stats = True
-            elif isinstance(ev, Failure) and self._on_failure is not None:
+            elif isinstance(ev, SpecStats):
+                self._telemetry.ingest_spec(ev, now)
+                stats = True
+            elif isinstance(ev, (Failure, Failed)) and self._on_failure is not None:
                 self._on_failure(ev)
             elif isinstance(ev, ServerArgs):
                 self.server_args = dict(ev.args)
+            elif isinstance(ev, Started):
+                self.server_args = {str(k): str(v) for k, v in ev.args.items()}
             elif isinstance(ev, ServerWarning):
                 self.warnings.append(ev.message)
         if lines or events:
@@ -256,7 +280,7 @@ class LogFeed:
 
     # ------------------------------------------------------------ emitting, batched
 
-    def _queue(self, lines: list[str], events: list[LogEvent], stats: bool) -> None:
+    def _queue(self, lines: list[str], events: list[AnyLogEvent], stats: bool) -> None:
         self._out_lines.extend(lines)
         self._out_events.extend(events)
         self._out_stats = self._out_stats or stats

@@ -102,8 +102,17 @@ class ServerMonitor:
         """Why the last /server_info read failed (None: it was read)."""
 
     async def poll_server_info(self) -> dict[str, Any]:
-        """One /server_info read into the server view."""
-        info = await (await self._client()).server_info()
+        """One read of the engine's info (SGLang's /server_info, vLLM's /version) into the server view."""
+        client = await self._client()
+        if self._views.server.engine not in (None, "sglang"):
+            from eagle3_tui.engines import get_engine
+
+            engine = get_engine(self._views.server.engine)
+            answer = await client.get_json(engine.info_path)
+            info: dict[str, Any] = {"engine": engine.name,
+                                    "version": engine.release(answer if isinstance(answer, dict) else {})}
+        else:
+            info = await client.server_info()
         self.server_info = info
         self._views.set_server(self._views.server.with_reported(reported(info)))
         return info

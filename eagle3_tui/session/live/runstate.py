@@ -31,9 +31,11 @@ of the live log, the first `opened`) changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from eagle3_tui.engines import Failed, Ready
 from eagle3_tui.sglang.logline import Failure, LogEvent, ServerReady
 
 Phase = Literal["started", "ready", "failed"]
@@ -52,7 +54,7 @@ class LogSwitched:
     """The follower moved to a new file (rotated, truncated, or opened): the newest launch's log."""
 
 
-RunEvent = Launched | LogSwitched | LogEvent
+RunEvent = Launched | LogSwitched | LogEvent | Ready | Failed
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class RunState:
     launch: int = 0
     reading: int = 0
     phase: Phase = "started"
-    failure: Failure | None = None
+    failure: Failure | Failed | None = None
 
     def outcome(self, launch: int) -> Outcome:
         """What the log said about `launch` (pending: its file is not being read yet)."""
@@ -68,12 +70,12 @@ class RunState:
             return "pending"
         return self.phase
 
-    def failure_of(self, launch: int) -> Failure | None:
+    def failure_of(self, launch: int) -> Failure | Failed | None:
         """The failure line of `launch`, when its log showed one."""
         return self.failure if self.outcome(launch) == "failed" else None
 
     @property
-    def current_failure(self) -> Failure | None:
+    def current_failure(self) -> Failure | Failed | None:
         """The failure in the log being read now (whichever run it belongs to)."""
         return self.failure if self.phase == "failed" else None
 
@@ -89,9 +91,9 @@ def reduce(state: RunState, event: RunEvent) -> RunState:
         return replace(state, launch=n) if event.rotates else _fresh(n)
     if isinstance(event, LogSwitched):
         return state if state.reading == state.launch else _fresh(state.launch)
-    if isinstance(event, Failure):
+    if isinstance(event, (Failure, Failed)):
         return replace(state, phase="failed", failure=event)
-    if isinstance(event, ServerReady) and state.phase == "started":
+    if isinstance(event, (ServerReady, Ready)) and state.phase == "started":
         return replace(state, phase="ready")
     return state
 
@@ -106,8 +108,8 @@ class RunTracker:
         self.state = reduce(self.state, event)
         return self.state
 
-    def dispatch_all(self, events: list[LogEvent]) -> RunState:
+    def dispatch_all(self, events: Sequence[object]) -> RunState:
         for ev in events:
-            if isinstance(ev, (Failure, ServerReady)):
+            if isinstance(ev, (Failure, ServerReady, Failed, Ready)):
                 self.state = reduce(self.state, ev)
         return self.state

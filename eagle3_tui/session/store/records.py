@@ -37,6 +37,8 @@ def config_snapshot(spec: LaunchSpec | None, server: ServerView, baseline_tps: f
         "boundaries": list(s.boundaries) if s.boundaries is not None else None,
         "preset": s.active_preset,
         "baseline_tps": baseline_tps,
+        "engine": s.engine,
+        "engine_release": s.version,
     }
 
 

@@ -40,10 +40,10 @@ def _boundaries(value: Any) -> str:
 
 
 def row_cells(row: LedgerRow) -> list[str]:
-    """Cells for one LedgerRow: id, when, kind, config columns, accept len, tok/s, speedup, note
+    """Cells for one LedgerRow: id, when, kind, engine (and release), config columns, accept len, tok/s, speedup, note
     (the host is the session's own, so it is not a column)."""
     when = time.strftime("%m-%d %H:%M", time.localtime(row.ts))
-    cells = [str(row.id), when, row.kind]
+    cells = [str(row.id), when, row.kind, row.engine or "–"]
     cells += [
         _boundaries(row.config.get(k)) if k == "boundaries" else _short(row.config.get(k)) for k in _CONFIG_KEYS
     ]
@@ -81,7 +81,7 @@ class LedgerPane(Vertical):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(
-            "#", "when", "kind", "preset", "steps", "topk", "draft", "boundaries", "accept", "tok/s", "speedup", "note"
+            "#", "when", "kind", "engine", "preset", "steps", "topk", "draft", "boundaries", "accept", "tok/s", "speedup", "note"
         )
 
     def watch_rows(self, rows: tuple[LedgerRow, ...]) -> None:

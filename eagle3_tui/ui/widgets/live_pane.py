@@ -72,6 +72,7 @@ class LivePane(Vertical):
             Strip("token usage", id="strip-usage"),
             Label(vm.window_label(self.window_s), id="window-label"),
         )
+        await self.mount(Label("", id="positions"), after=self.query_one("#strips", Horizontal))
         self.charts = [
             TimeChart(
                 "accept length",
@@ -139,6 +140,7 @@ class LivePane(Vertical):
         if snap is None:
             return
         t_end = self.clock()
+        self.query_one("#positions", Label).update(vm.positions_line(snap.telemetry, snap.server.engine))
         for strip_id, name, fmt in vm.STRIPS:
             strip = self.query_one(f"#{strip_id}", Strip)
             strip.view = vm.strip_view(

@@ -31,7 +31,7 @@ from eagle3_tui.ui.log_polls import count_polls, without_polls
 from eagle3_tui.ui.widgets.measured_log import MeasuredLog
 
 if TYPE_CHECKING:  # the log model comes with the session, after the first frame
-    from eagle3_tui.sglang.logline import LogEvent
+    from eagle3_tui.session import AnyLogEvent as LogEvent
 
 
 class LogHighlighter(Highlighter):

@@ -1,0 +1,71 @@
+"""Presets on vLLM, in vLLM's terms (session/engine_presets.py): a layer preset writes the ids vLLM reads
+(its top-level key; vLLM's ids are boundaries) with only the ids' text changed, a flag preset rewrites
+`num_speculative_tokens` or the draft inside `--speculative-config`, and both plans are checked."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from eagle3_tui.engines import get_engine
+from eagle3_tui.errors import UserError
+from eagle3_tui.profile import Preset
+from eagle3_tui.session.engine_presets import builtin_presets, plan_flags, plan_layers, with_boundaries
+from eagle3_tui.session.presets import NO_SPEC_PRESET, TRAIN_PRESET, find_preset
+
+VLLM = get_engine("vllm")
+SPEC = {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
+ARGV = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--port", "8123",
+        "--speculative-config", json.dumps(SPEC)]
+CONFIG = json.dumps({"architectures": ["Eagle3LlamaForCausalLM"], "hidden_size": 64,
+                     "eagle_aux_hidden_state_layer_ids": [1, 4, 6]}, indent=2) + "\n"
+
+
+def _presets(num_layers: int = 8) -> list[Preset]:
+    own = builtin_presets(VLLM, data_slots=(2, 4, 5, 8), current=VLLM.parse_launch(ARGV))
+    return [with_boundaries(VLLM, p, num_layers) for p in own]
+
+
+def test_builtin_presets_speak_vllms_ids() -> None:
+    presets = _presets()
+    assert [p.name for p in presets] == ["vllm-default", TRAIN_PRESET, NO_SPEC_PRESET, "draft-tokens=2",
+                                         "draft-tokens=4"]
+    train = find_preset(presets, TRAIN_PRESET)
+    assert train.layer_ids == train.boundaries == (2, 4, 5)  # vLLM's ids are the boundaries
+    assert find_preset(presets, "vllm-default").boundaries == VLLM.default_boundaries(8) == (2, 4, 5)
+
+
+def test_a_layer_preset_changes_only_the_ids_text() -> None:
+    plan = plan_layers(VLLM, find_preset(_presets(), TRAIN_PRESET), path="/d/config.json", before=CONFIG,
+                       num_layers=8, fc_num_aux=3)
+    assert plan.ok and json.loads(plan.after)["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    changed = [(a, b) for a, b in zip(CONFIG.splitlines(), plan.after.splitlines(), strict=True) if a != b]
+    assert changed and all(a.strip().rstrip(",").isdigit() for a, _ in changed)  # only the ids' items
+    assert "the draft will receive boundaries" in " ".join(plan.warnings)
+    default = plan_layers(VLLM, find_preset(_presets(), "vllm-default"), path="/d/config.json", before=CONFIG,
+                          num_layers=8, fc_num_aux=3)
+    assert "eagle_aux_hidden_state_layer_ids" not in json.loads(default.after)
+
+
+def test_ids_that_collapse_or_cannot_be_captured_block_the_preset() -> None:
+    # a 5-layer target: vLLM's default (2, 2, 2) de-duplicates to one state for an fc that takes three
+    small = plan_layers(VLLM, with_boundaries(VLLM, Preset("d", "layers", None), 5), path="c", before=CONFIG,
+                        num_layers=5, fc_num_aux=3)
+    assert not small.ok and "would capture 1 hidden states" in small.problems[0]
+    far = plan_layers(VLLM, Preset("far", "layers", (1, 4, 12)), path="c", before=CONFIG, num_layers=8, fc_num_aux=3)
+    assert not far.ok and "never captures boundaries" in far.problems[0]
+
+
+def test_flag_presets_rewrite_the_speculative_config() -> None:
+    plan = plan_flags(VLLM, find_preset(_presets(), "draft-tokens=2"), argv=ARGV)
+    after = shlex.split(plan.after)
+    assert json.loads(after[after.index("--speculative-config") + 1])["num_speculative_tokens"] == 2
+    assert after[:-1] == ARGV[:-1] and plan.before == shlex.join(ARGV) + "\n"
+    base = shlex.split(plan_flags(VLLM, find_preset(_presets(), NO_SPEC_PRESET), argv=ARGV).after)
+    assert "--speculative-config" not in base and base == ARGV[:-2]
+    moved = shlex.split(plan_flags(VLLM, Preset("d2", "flags", flags={"draft_model": "/d2"}), argv=ARGV).after)
+    assert json.loads(moved[-1])["model"] == "/d2"
+    with pytest.raises(UserError, match="num_speculative_tokens"):
+        plan_flags(VLLM, Preset("x", "flags", flags={"speculative-num-steps": 2}), argv=ARGV)
