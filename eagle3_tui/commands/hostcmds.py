@@ -48,6 +48,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--concurrency", type=int, default=4, metavar="C", help="requests in flight (default 4)")
     p.add_argument("--max-tokens", type=int, default=128, metavar="M", help="tokens per request (default 128)")
     p.add_argument("--prompts", metavar="FILE", help="prompts: one per line, JSON lines or a JSON list")
+    p.add_argument("--raw", action="store_true", help="send the prompts as bare text, not as chat in the served "
+                   "model's chat template (a chat-trained draft accepts less on raw text)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     p = add("apply", "apply a preset (layer ids or launch flags) and restart the server")
@@ -279,7 +281,7 @@ async def _bench(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.sglang.client import load_prompts
 
     prompts = load_prompts(text_file(args.prompts, "the prompts file")) if args.prompts else None
-    r = await session.benchmark(baseline=args.baseline, prompts=prompts, num_prompts=args.num_prompts,
+    r = await session.benchmark(baseline=args.baseline, raw=args.raw, prompts=prompts, num_prompts=args.num_prompts,
                                 concurrency=args.concurrency, max_tokens=args.max_tokens)
     if args.json:
         print(json.dumps(session.bench_results(r), indent=2, default=str))
@@ -298,6 +300,7 @@ def format_bench(r: BenchResult, baseline_tps: float | None) -> str:
     lines = [
         f"{'baseline ' if r.baseline else ''}benchmark: {r.ok}/{r.num_prompts} requests ok, concurrency "
         f"{r.concurrency}, max tokens {r.max_tokens}, {r.duration_s:.1f} s",
+        f"  prompts           {r.prompt_format}" + (f" ({r.chat_template})" if r.chat_template else ""),
         f"  output tok/s      {r.output_tps:.2f}",
         f"  latency p50/p90   {f(r.latency_p50_s)} s / {f(r.latency_p90_s)} s",
         f"  accept length     {f(r.accept_len)} (requests {f(r.accept_len_client)}, log {f(r.accept_len_log)}, "

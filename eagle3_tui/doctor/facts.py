@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eagle3_tui.eagle.chat_template import ServedTemplate, TrainedTemplate
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
     from eagle3_tui.eagle.predict import Prediction
@@ -77,6 +78,19 @@ class Facts:
     """Which slots the trainer fed fc, as a Python slice over the slots (speculators: "[:-1]")."""
     data_source: str | None = None
     """The data glob or file the slots describe, for the evidence."""
+
+    trained_template: TrainedTemplate | None = None
+    """The chat template the training data was made with (its data_config.json); None: not recorded."""
+
+    # --- chat ---------------------------------------------------------------------------------
+    served_template: ServedTemplate | None = None
+    """The chat template the server applies (`--chat-template`, else its tokenizer's)."""
+    served_template_read: bool = False
+    """Whether the served tokenizer was read (then `served_template` None means it has no chat template)."""
+    bench_prompt_format: str | None = None
+    """The latest benchmark's prompts: "chat" (the served template) or "raw"; None: no benchmark, or one
+    recorded before the field."""
+    bench_source: str = "benchmark"
 
     # --- what is served -----------------------------------------------------------------------
     served_boundaries: tuple[int, ...] | None = None

@@ -26,6 +26,7 @@ from eagle3_tui.doctor.checkpoint_rules import (
     ignored_norms,
     unknown_weights,
 )
+from eagle3_tui.doctor.chat_rules import CHAT_RULES
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
@@ -553,6 +554,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (dr.DRAFT_CONTEXT, dr.draft_context),
     (dr.TARGET_NUMERICS, dr.target_numerics),
     (WIRING_MISMATCH, wiring_mismatch),
+    *CHAT_RULES,
     (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),
     (ONLINE_OFFLINE_GAP, online_offline_gap),

@@ -63,7 +63,7 @@ from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_ins
 from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.host.served import parse_argv, served
-from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
+from eagle3_tui.session.host.training_data import TrainingData, read_head, read_trained_template, resolve
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
 from eagle3_tui.session.live.monitor import GroupGone, ServerMonitor
@@ -421,7 +421,18 @@ class Session:
             last_bench=self._last_bench, check=self.check, log_warnings=tuple(self._feed.warnings),
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
+            trained_template=self.training.template if self.training is not None else None,
+            bench_format=self._bench_format(),
         )
+
+    def _bench_format(self) -> tuple[str, str] | None:
+        """The latest benchmark's prompt format: this session's, else the ledger's newest row that says it."""
+        if self._last_bench is not None:
+            return self._last_bench.prompt_format, "this session's benchmark"
+        for row in reversed(self.records.readable_rows()):
+            if row.kind in ("benchmark", "sweep") and row.prompt_format is not None:
+                return row.prompt_format, f"ledger row {row.id} ({row.kind})"
+        return None
 
     async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,
                                 save: bool = False) -> TrainingData:
@@ -437,6 +448,7 @@ class Session:
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             ids = config_layer_ids(json.loads(self.target.draft_text or "{}"))[0]
         got = resolve(head, slots, num_layers=self.target.num_layers, config_ids=ids)
+        got = dataclasses.replace(got, template=await read_trained_template(self.host, head.first))
         if save:
             self._save_data_settings(got)
         self.training = got
@@ -639,8 +651,10 @@ class Session:
 
     # ------------------------------------------------------------ benchmark and check
 
-    async def benchmark(self, *, baseline: bool = False, **opts: Any) -> BenchResult:
-        """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s)."""
+    async def benchmark(self, *, baseline: bool = False, raw: bool = False, **opts: Any) -> BenchResult:
+        """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s).
+        Prompts go as chat in the served model's template unless `raw` (the ledger row says which)."""
+        from eagle3_tui.session.chat import chat_mode
         from eagle3_tui.sglang.client import run_benchmark
 
         if self.server.state not in ("ready", "unknown"):
@@ -655,6 +669,7 @@ class Session:
         try:
             t_start = time.time()
             result = await run_benchmark(c, baseline=baseline,
+                                         chat=None if raw else chat_mode(self.target.chat_template),
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
             await asyncio.sleep(BENCH_LOG_GRACE_S)  # the follower delivers the window's last lines
             result.accept_len_log = self._log_accept_len(t_start, time.time())

@@ -129,6 +129,10 @@ class BenchResult:
     baseline: bool = False
     started_at: float = 0.0
     error_messages: list[str] = field(default_factory=list)
+    prompt_format: str = "raw"
+    """"chat": each prompt sent as one user turn in the served chat template; "raw": as bare text."""
+    chat_template: str | None = None
+    """Which template and how it was sent (rendered here to /generate, or the server's /v1/chat/completions)."""
 
     @property
     def accept_len(self) -> float | None:
@@ -143,6 +147,19 @@ class BenchResult:
         d["accept_len"] = self.accept_len
         d["error_messages"] = self.error_messages[:5]
         return d
+
+
+@dataclass(frozen=True)
+class ChatMode:
+    """How a benchmark sends chat: `render` turns a prompt into the served template's text (sent to
+    /generate); None lets the server apply its own template (/v1/chat/completions). `template` says which."""
+
+    template: str
+    render: Callable[[str], str] | None = None
+
+    def describe(self) -> str:
+        how = "rendered here, sent to /generate" if self.render is not None else "sent to /v1/chat/completions"
+        return f"{self.template}; {how}"
 
 
 # ---------------------------------------------------------------- pure parsing
@@ -211,6 +228,25 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
+    """A chat completion as a GenerateResult: usage's completion tokens, and the spec fields of
+    `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    msg = first.get("message") if isinstance(first.get("message"), dict) else {}
+    meta: dict[str, Any] = dict(first["meta_info"]) if isinstance(first.get("meta_info"), dict) else {}
+    ext = data.get("sglext")
+    details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
+    if isinstance(details, list):
+        details = details[0] if details else None
+    if isinstance(details, dict):
+        meta.update({k: v for k, v in details.items() if k.startswith("spec_")})
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    ct = usage.get("completion_tokens", meta.get("completion_tokens"))
+    return GenerateResult(text=str(msg.get("content") or ""), latency_s=latency_s,
+                          completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0, meta_info=meta)
 
 
 def load_prompts(text: str) -> list[str]:
@@ -370,6 +406,29 @@ class SGLangClient:
             meta_info=dict(meta),
         )
 
+    async def chat(self, prompt: str, *, max_tokens: int = 64, temperature: float = 0.0,
+                   ignore_eos: bool = True) -> GenerateResult:
+        """POST /v1/chat/completions, one user turn; the server applies its own chat template. Asks for the
+        per-request spec fields (`return_spec_tokens_details`, SGLang 0.5.20+: `sglext.spec_tokens_details`);
+        older releases ignore the field and the result has no per-request accept length."""
+        body = {"model": "default", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                "temperature": temperature, "ignore_eos": ignore_eos, "return_spec_tokens_details": True}
+        t0 = time.perf_counter()
+        r = await self._request("POST", "/v1/chat/completions", json=body)
+        dt = time.perf_counter() - t0
+        if r.status_code == 404:
+            raise UserError(f"the server at {self.base_url} has no /v1/chat/completions and no chat template was "
+                            "read from its tokenizer: benchmark with --raw")
+        if r.status_code != 200:
+            raise ServerUnavailable(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:200].strip()}")
+        try:
+            data = parse_json(r.content, "the server's /v1/chat/completions answer")
+        except json.JSONDecodeError:
+            raise UserError("the server's /v1/chat/completions answer is not JSON") from None
+        if not isinstance(data, dict):
+            raise UserError(f"the server's /v1/chat/completions answer is a JSON {kind_of(data)}, not an object")
+        return chat_result(data, dt)
+
     async def flush_cache(self) -> bool:
         """POST /flush_cache; False when the server refused (requests still running)."""
         r = await self._request("POST", "/flush_cache")
@@ -400,16 +459,22 @@ async def run_benchmark(
     flush: bool = True,
     baseline: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    chat: ChatMode | None = None,
 ) -> BenchResult:
     """Send N prompts with at most C in flight; client tok/s, latency p50/p90, spec fields.
 
-    Failed requests are counted, not fatal; a run where every request failed raises ServerUnavailable.
+    `chat`: each prompt as one user turn in the served chat template (rendered here and sent to /generate,
+    which answers every release's per-request spec fields; else the server's /v1/chat/completions);
+    None sends the prompts raw. Failed requests are counted, not fatal; a run where every request failed
+    raises ServerUnavailable.
     """
     base = list(prompts) if prompts else list(BUILTIN_PROMPTS)
     n = num_prompts if num_prompts is not None else len(base)
     if n <= 0 or concurrency <= 0 or max_tokens <= 0:
         raise UserError("benchmark needs positive -n, -c and --max-tokens")
     work = [base[i % len(base)] for i in range(n)]
+    if chat is not None and chat.render is not None:
+        chat.render(work[0])  # a template that cannot render is one error before any request, not N
     if flush:
         try:
             await client.flush_cache()
@@ -430,7 +495,12 @@ async def run_benchmark(
             except asyncio.QueueEmpty:
                 return
             try:
-                results.append(await client.generate(prompt, max_new_tokens=max_tokens))
+                if chat is None:
+                    results.append(await client.generate(prompt, max_new_tokens=max_tokens))
+                elif chat.render is not None:
+                    results.append(await client.generate(chat.render(prompt), max_new_tokens=max_tokens))
+                else:
+                    results.append(await client.chat(prompt, max_tokens=max_tokens))
             except UserError as err:
                 errors.append(str(err))
             done += 1
@@ -469,4 +539,6 @@ async def run_benchmark(
         baseline=baseline,
         started_at=started,
         error_messages=errors,
+        prompt_format="raw" if chat is None else "chat",
+        chat_template=None if chat is None else chat.describe(),
     )

@@ -22,6 +22,7 @@ from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.chat_template import TrainedTemplate
     from eagle3_tui.sglang.client import BenchResult
     from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.telemetry.metrics import MetricsSummary
@@ -54,6 +55,10 @@ class FactsSnapshot:
     """doctor.advice.Measured per benchmarked configuration on the served boundaries (from the ledger)."""
     launch_env: dict[str, str] | None = None
     """The server's environment as its launch spec keeps it (SGLANG_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES)."""
+    trained_template: TrainedTemplate | None = None
+    """The training data's chat template (its data_config.json), when the data was read."""
+    bench_format: tuple[str, str] | None = None
+    """The latest benchmark's prompt format ("chat" or "raw") and where that was seen; None: none known."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -99,6 +104,11 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     # decode's boundaries where graphed decode replays others (ids reaching prefill only): they decide it
     f.predicted_accept_len = predicted_accept_len(snap.check, s.decode_boundaries or s.boundaries, served)
     _advice(f, snap)
+    f.trained_template = snap.trained_template
+    f.served_template = t.chat_template
+    f.served_template_read = t.target_config_path is not None
+    if snap.bench_format is not None:
+        f.bench_prompt_format, f.bench_source = snap.bench_format
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
