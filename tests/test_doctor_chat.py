@@ -196,3 +196,14 @@ def test_bench_sends_chat_in_the_served_template_by_default(sim_server, demo_wor
     assert chat.as_dict()["prompt_format"] == "chat"
     # the server saw the rendered turn: the template's generation prompt is in what it was sent
     assert render(template, "x").endswith("assistant: ")
+
+
+def test_how_chat_is_sent_depends_on_what_the_tokenizer_holds() -> None:
+    llama = served_template(_llama_tokenizer_config(), "/m")
+    mode = chat_mode(llama)
+    assert mode is not None and mode.render is not None and "/generate" in mode.describe()
+    named = chat_mode(served_template({}, "/m", flag="qwen"))  # SGLang renders its built-in template itself
+    assert named is not None and named.render is None and "/v1/chat/completions" in named.describe()
+    assert chat_mode(None, tokenizer_read=True) is None  # a tokenizer with no template: raw, said so
+    unread = chat_mode(None)
+    assert unread is not None and unread.render is None

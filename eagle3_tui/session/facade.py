@@ -654,7 +654,7 @@ class Session:
     async def benchmark(self, *, baseline: bool = False, raw: bool = False, **opts: Any) -> BenchResult:
         """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s).
         Prompts go as chat in the served model's template unless `raw` (the ledger row says which)."""
-        from eagle3_tui.session.chat import chat_mode
+        from eagle3_tui.session.chat import NO_TEMPLATE, chat_mode
         from eagle3_tui.sglang.client import run_benchmark
 
         if self.server.state not in ("ready", "unknown"):
@@ -668,9 +668,12 @@ class Session:
         opts.setdefault("flush", not self.readonly)
         try:
             t_start = time.time()
-            result = await run_benchmark(c, baseline=baseline,
-                                         chat=None if raw else chat_mode(self.target.chat_template),
+            chat = None if raw else chat_mode(self.target.chat_template,
+                                              tokenizer_read=self.target.tokenizer_read)
+            result = await run_benchmark(c, baseline=baseline, chat=chat,
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
+            if chat is None and not raw:
+                result.chat_template = NO_TEMPLATE
             await asyncio.sleep(BENCH_LOG_GRACE_S)  # the follower delivers the window's last lines
             result.accept_len_log = self._log_accept_len(t_start, time.time())
         except UserError as err:

@@ -106,7 +106,7 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     _advice(f, snap)
     f.trained_template = snap.trained_template
     f.served_template = t.chat_template
-    f.served_template_read = t.target_config_path is not None
+    f.served_template_read = t.tokenizer_read
     if snap.bench_format is not None:
         f.bench_prompt_format, f.bench_source = snap.bench_format
     f.server_info_accept_len = s.accept_len_server

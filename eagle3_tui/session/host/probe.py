@@ -64,6 +64,8 @@ class TargetInfo:
     """One sentence per launch-command model path that could not be found (a repo id not in the cache)."""
     chat_template: ServedTemplate | None = None
     """The chat template the server applies (its tokenizer's, or `--chat-template`); None: it has none."""
+    tokenizer_read: bool = False
+    """Whether the served tokenizer folder was found (then `chat_template` None means it has none)."""
 
 # Prints one JSON line per safetensors file of a draft dir: name, size, the first 8 + n bytes (base64).
 _HEADERS = r"""
@@ -222,6 +224,9 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         await _read_target_config(host, model_dir, t)
         tok_dir = _resolve(args.flag_value("--tokenizer-path"), spec.cwd if spec else None) if args else None
         t.chat_template = await read_chat_template(host, tok_dir or model_dir, args, spec.cwd if spec else None)
+        t.tokenizer_read = t.chat_template is not None or any(
+            [await _exists(host, posixpath.join(tok_dir or model_dir, n)) for n in ("tokenizer_config.json",
+                                                                               "tokenizer.json")])
     if draft_dir:
         await _read_checkpoint(host, draft_dir, t)
     if spec is not None:
@@ -386,6 +391,13 @@ async def _read_target_config(host: Host, model_dir: str, t: TargetInfo) -> None
     t.target_rope_theta = float(rt) if isinstance(rt, (int, float)) else None
     t.target_config_path = path
     t.target_config = cfg
+
+
+async def _exists(host: Host, path: str) -> bool:
+    try:
+        return await host.exists(path)
+    except UserError:
+        return False
 
 
 async def read_chat_template(
