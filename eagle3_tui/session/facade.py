@@ -90,6 +90,7 @@ from eagle3_tui.telemetry.metrics import Telemetry
 if TYPE_CHECKING:
     from eagle3_tui.doctor import Facts, Finding
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.published import Published
     from eagle3_tui.remote.host import ConnState, Host
     from eagle3_tui.sglang.client import BenchResult, SGLangClient
     from eagle3_tui.sglang.installed import Answer
@@ -674,6 +675,9 @@ class Session:
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
             if chat is None and not raw:
                 result.chat_template = NO_TEMPLATE
+            published = self._published()
+            if published is not None:
+                result.published_accept_len, result.published_source = published.accept_len, published.source
             await asyncio.sleep(BENCH_LOG_GRACE_S)  # the follower delivers the window's last lines
             result.accept_len_log = self._log_accept_len(t_start, time.time())
         except UserError as err:
@@ -686,6 +690,21 @@ class Session:
         self.telemetry.mark(time.time(), "baseline" if baseline else "benchmark")
         self._emit(BenchFinished(result, None))
         return result
+
+    def _published(self) -> Published | None:
+        """The draft's published accept length (its config.json, else its README.md), when it says one."""
+        import json
+
+        from eagle3_tui.eagle.published import published_accept_length
+
+        t = self.target
+        try:
+            cfg = json.loads(t.draft_text) if t.draft_text else None
+        except ValueError:
+            cfg = None
+        return published_accept_length(cfg if isinstance(cfg, dict) else None, t.draft_card,
+                                       config_name=t.draft_config_path or "config.json",
+                                       card_name=t.draft_card_path or "README.md")
 
     def _log_accept_len(self, t0: float, t1: float) -> float | None:
         vals = [v for _, v in self.telemetry.series["accept_len"].window(t0, t1)]

@@ -133,6 +133,11 @@ class BenchResult:
     """"chat": each prompt sent as one user turn in the served chat template; "raw": as bare text."""
     chat_template: str | None = None
     """Which template and how it was sent (rendered here to /generate, or the server's /v1/chat/completions)."""
+    sets: list[SetAccept] = field(default_factory=list)
+    """Per-request accept length by prompt set (the requests whose answer carried it)."""
+    published_accept_len: float | None = None
+    published_source: str | None = None
+    """The draft's published accept length (its config or model card) and where it was read."""
 
     @property
     def accept_len(self) -> float | None:
@@ -146,6 +151,7 @@ class BenchResult:
         d = asdict(self)
         d["accept_len"] = self.accept_len
         d["error_messages"] = self.error_messages[:5]
+        d["sets"] = [x.to_dict() for x in self.sets]
         return d
 
 
@@ -249,8 +255,27 @@ def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
                           completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0, meta_info=meta)
 
 
+SET_KEYS = ("set", "category", "subset", "dataset", "source", "task")
+"""Fields a prompts file may name each prompt's set by (MT-Bench's `category`, a mix's `dataset`/`source`)."""
+DEFAULT_SET = "all"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One benchmark prompt and the set it belongs to (its accept length is summarised per set)."""
+
+    text: str
+    set: str = DEFAULT_SET
+
+
 def load_prompts(text: str) -> list[str]:
     """Prompts from a file: JSON lines with "prompt"/"text", a JSON list, or one prompt per line."""
+    return [p.text for p in load_prompt_sets(text)]
+
+
+def load_prompt_sets(text: str) -> list[Prompt]:
+    """`load_prompts` with each prompt's set: an object's "set" (or "category", "subset", "dataset",
+    "source", "task") field; a prompt without one (a plain line, a string) is in the set "all"."""
     stripped = text.strip()
     if not stripped:
         raise UserError("the prompts file is empty")
@@ -259,24 +284,66 @@ def load_prompts(text: str) -> list[str]:
             data = json.loads(stripped)
         except json.JSONDecodeError as err:
             raise UserError(f"the prompts file is not valid JSON: {err.msg} (line {err.lineno})") from None
-        out = [_prompt_of(x) for x in data]
-        return [p for p in out if p]
-    out = []
-    for n, line in enumerate(stripped.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("{"):
-            try:
-                p = _prompt_of(json.loads(line))
-            except json.JSONDecodeError:
-                raise UserError(f"prompts file line {n} is not valid JSON") from None
-            if p:
-                out.append(p)
-        else:
-            out.append(line)
+        out = [_prompt_in_set(x) for x in data]
+        out = [p for p in out if p.text]
+    else:
+        out = []
+        for n, line in enumerate(stripped.splitlines(), 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    p = _prompt_in_set(json.loads(line))
+                except json.JSONDecodeError:
+                    raise UserError(f"prompts file line {n} is not valid JSON") from None
+                if p.text:
+                    out.append(p)
+            else:
+                out.append(Prompt(line))
     if not out:
         raise UserError("the prompts file holds no prompts")
+    return out
+
+
+def _prompt_in_set(item: Any) -> Prompt:
+    text = _prompt_of(item)
+    if isinstance(item, dict):
+        for key in SET_KEYS:
+            v = item.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip():
+                return Prompt(text, str(v).strip())
+    return Prompt(text)
+
+
+@dataclass(frozen=True)
+class SetAccept:
+    """Per-request accept length over one prompt set: how many requests reported it, mean and spread."""
+
+    name: str
+    requests: int
+    mean: float
+    p10: float
+    p50: float
+    p90: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def accept_by_set(pairs: Sequence[tuple[str, float]]) -> list[SetAccept]:
+    """(set, per-request accept length) -> one summary per set, in the order the sets first appear; the
+    whole run as "all" first when there are several sets."""
+    groups: dict[str, list[float]] = {}
+    for name, v in pairs:
+        groups.setdefault(name, []).append(v)
+    if len(groups) > 1:
+        groups = {DEFAULT_SET: [v for _, v in pairs], **{k: v for k, v in groups.items() if k != DEFAULT_SET}}
+    out = []
+    for name, vals in groups.items():
+        p10, p50, p90 = (percentile(vals, q) for q in (10, 50, 90))
+        assert p10 is not None and p50 is not None and p90 is not None
+        out.append(SetAccept(name, len(vals), sum(vals) / len(vals), p10, p50, p90))
     return out
 
 
@@ -287,7 +354,10 @@ def _prompt_of(item: Any) -> str:
         for key in ("prompt", "text", "input"):
             if isinstance(item.get(key), str):
                 return item[key]
-    raise UserError("each prompt must be a string or an object with a \"prompt\" or \"text\" field")
+        turns = item.get("turns")  # MT-Bench's question.jsonl: the first turn
+        if isinstance(turns, list) and turns and isinstance(turns[0], str):
+            return turns[0]
+    raise UserError("each prompt must be a string or an object with a \"prompt\", \"text\" or \"turns\" field")
 
 
 # ---------------------------------------------------------------- the client
@@ -451,7 +521,7 @@ class SGLangClient:
 
 async def run_benchmark(
     client: SGLangClient,
-    prompts: Sequence[str] | None = None,
+    prompts: Sequence[str | Prompt] | None = None,
     *,
     num_prompts: int | None = None,
     concurrency: int = 4,
@@ -468,22 +538,23 @@ async def run_benchmark(
     None sends the prompts raw. Failed requests are counted, not fatal; a run where every request failed
     raises ServerUnavailable.
     """
-    base = list(prompts) if prompts else list(BUILTIN_PROMPTS)
+    base = [p if isinstance(p, Prompt) else Prompt(p) for p in (prompts or BUILTIN_PROMPTS)]
     n = num_prompts if num_prompts is not None else len(base)
     if n <= 0 or concurrency <= 0 or max_tokens <= 0:
         raise UserError("benchmark needs positive -n, -c and --max-tokens")
     work = [base[i % len(base)] for i in range(n)]
     if chat is not None and chat.render is not None:
-        chat.render(work[0])  # a template that cannot render is one error before any request, not N
+        chat.render(work[0].text)  # a template that cannot render is one error before any request, not N
     if flush:
         try:
             await client.flush_cache()
         except ServerUnavailable:
             pass
-    queue: asyncio.Queue[str] = asyncio.Queue()
+    queue: asyncio.Queue[Prompt] = asyncio.Queue()
     for p in work:
         queue.put_nowait(p)
     results: list[GenerateResult] = []
+    per_request: list[tuple[str, float]] = []
     errors: list[str] = []
     done = 0
 
@@ -496,11 +567,14 @@ async def run_benchmark(
                 return
             try:
                 if chat is None:
-                    results.append(await client.generate(prompt, max_new_tokens=max_tokens))
+                    got = await client.generate(prompt.text, max_new_tokens=max_tokens)
                 elif chat.render is not None:
-                    results.append(await client.generate(chat.render(prompt), max_new_tokens=max_tokens))
+                    got = await client.generate(chat.render(prompt.text), max_new_tokens=max_tokens)
                 else:
-                    results.append(await client.chat(prompt, max_tokens=max_tokens))
+                    got = await client.chat(prompt.text, max_tokens=max_tokens)
+                results.append(got)
+                if got.spec_verify_ct and got.spec_accept_length is not None:
+                    per_request.append((prompt.set, got.spec_accept_length))
             except UserError as err:
                 errors.append(str(err))
             done += 1
@@ -541,4 +615,5 @@ async def run_benchmark(
         error_messages=errors,
         prompt_format="raw" if chat is None else "chat",
         chat_template=None if chat is None else chat.describe(),
+        sets=accept_by_set(per_request),
     )

@@ -64,6 +64,9 @@ class TargetInfo:
     """One sentence per launch-command model path that could not be found (a repo id not in the cache)."""
     chat_template: ServedTemplate | None = None
     """The chat template the server applies (its tokenizer's, or `--chat-template`); None: it has none."""
+    draft_card: str | None = None
+    """The draft folder's README.md (its model card), for the accept length its authors published."""
+    draft_card_path: str | None = None
     tokenizer_read: bool = False
     """Whether the served tokenizer folder was found (then `chat_template` None means it has none)."""
 
@@ -220,6 +223,10 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         with contextlib.suppress(UserError):
             t.draft_text = await host.read_text(path)
             t.draft_config_path = path
+        card = posixpath.join(draft_dir, "README.md")
+        with contextlib.suppress(UserError):
+            t.draft_card = (await host.read_text(card))[:200_000]
+            t.draft_card_path = card
     if model_dir:
         await _read_target_config(host, model_dir, t)
         tok_dir = _resolve(args.flag_value("--tokenizer-path"), spec.cwd if spec else None) if args else None
