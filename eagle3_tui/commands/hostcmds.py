@@ -45,7 +45,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = add("bench", "benchmark the server through its HTTP API and record the run in the ledger")
     p.add_argument("--baseline", action="store_true", help="mark the run as the no-speculation baseline")
     p.add_argument("-n", "--num-prompts", type=int, default=16, metavar="N", help="requests to send (default 16)")
-    p.add_argument("-c", "--concurrency", type=int, default=4, metavar="C", help="requests in flight (default 4)")
+    p.add_argument("-c", "--concurrency", type=_concurrency, default=4, metavar="C",
+                   help="requests in flight (default 4); `match`: as many as the server runs now (its decode "
+                   "lines' #running-req, else /metrics)")
     p.add_argument("--max-tokens", type=int, default=128, metavar="M", help="tokens per request (default 128)")
     p.add_argument("--prompts", metavar="FILE", help="prompts: one per line, JSON lines or a JSON list; an "
                    "object's \"set\" (or \"category\", \"dataset\", ...) field groups the accept length by set")
@@ -66,6 +68,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     add("presets", "list the presets with the boundaries they mean for this target")
+
+
+def _concurrency(text: str) -> int | str:
+    if text.strip().lower() == "match":
+        return "match"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or `match`: {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -282,8 +293,12 @@ async def _bench(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.sglang.client import load_prompt_sets
 
     prompts = load_prompt_sets(text_file(args.prompts, "the prompts file")) if args.prompts else None
+    concurrency = args.concurrency
+    if concurrency == "match":
+        concurrency, seen = await session.served_concurrency()
+        print(f"concurrency {concurrency}: {seen}", file=sys.stderr, flush=True)
     r = await session.benchmark(baseline=args.baseline, raw=args.raw, prompts=prompts, num_prompts=args.num_prompts,
-                                concurrency=args.concurrency, max_tokens=args.max_tokens)
+                                concurrency=concurrency, max_tokens=args.max_tokens)
     if args.json:
         print(json.dumps(session.bench_results(r), indent=2, default=str))
         return 0

@@ -113,6 +113,14 @@ class Facts:
     """The check's conditional per-step chain acceptance on the served wiring."""
     measured_configs: tuple[Any, ...] = ()
     """doctor.advice.Measured: benchmarked configurations on the served boundaries (the ledger)."""
+    baseline_batch: int | None = None
+    """The baseline benchmark's concurrency (its tok/s is that many requests' together)."""
+    running_reqs_mean: float | None = None
+    """Requests in flight per decode line (`#running-req`), mean over the live window."""
+    running_reqs_peak: float | None = None
+    """The most requests in flight one decode line showed in the window."""
+    bench_concurrency: int | None = None
+    """The latest benchmark's concurrency (requests in flight)."""
     accept_rate_definition: str | None = None
     """What the log's `accept rate` divides by, in the installed release (said, not recomputed)."""
     server_info_accept_len: float | None = None

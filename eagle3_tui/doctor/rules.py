@@ -28,6 +28,7 @@ from eagle3_tui.doctor.checkpoint_rules import (
 )
 from eagle3_tui.doctor.chat_rules import CHAT_RULES
 from eagle3_tui.doctor.facts import Facts
+from eagle3_tui.doctor.load_rules import LOAD_RULES
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle import wiring
 from eagle3_tui.sglang.launch import EffectiveSpec, effective
@@ -557,6 +558,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     *CHAT_RULES,
     (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),
+    *LOAD_RULES,
     (ONLINE_OFFLINE_GAP, online_offline_gap),
     (NO_ACCEPT_STATS, no_accept_stats),
 )

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.doctor.advice import measured_configs
+from eagle3_tui.doctor.advice import batch_of, measured_configs
 from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
@@ -423,8 +423,17 @@ class Session:
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
             trained_template=self.training.template if self.training is not None else None,
-            bench_format=self._bench_format(),
+            bench_format=self._bench_format(), baseline_batch=self._baseline_batch(),
         )
+
+    def _baseline_batch(self) -> int | None:
+        """The concurrency of the newest baseline benchmark (this session's, else the ledger's)."""
+        if self._last_bench is not None and self._last_bench.baseline:
+            return self._last_bench.concurrency
+        for row in reversed(self.records.readable_rows()):
+            if row.kind == "baseline":
+                return batch_of(row.results)
+        return None
 
     def _bench_format(self) -> tuple[str, str] | None:
         """The latest benchmark's prompt format: this session's, else the ledger's newest row that says it."""
@@ -690,6 +699,19 @@ class Session:
         self.telemetry.mark(time.time(), "baseline" if baseline else "benchmark")
         self._emit(BenchFinished(result, None))
         return result
+
+    async def served_concurrency(self) -> tuple[int, str]:
+        """The requests the server runs at once now: its decode lines' #running-req (mean over the live window),
+        else /metrics' num_running_reqs; and what said it. UserError when neither shows any."""
+        mean = self.telemetry.summary(LIVE_WINDOW_S).means.get("running_req")
+        if mean is not None and mean >= 0.5:
+            return max(1, round(mean)), f"the server log's #running-req, mean {mean:.1f} over {LIVE_WINDOW_S:.0f} s"
+        with contextlib.suppress(UserError):
+            running = (await (await self.client()).metrics()).total("sglang:num_running_reqs")
+            if running is not None and running >= 1:
+                return round(running), f"/metrics sglang:num_running_reqs {running:.0f}"
+        raise UserError("no running requests seen (no decode line with #running-req in the last "
+                        f"{LIVE_WINDOW_S:.0f} s, none in /metrics): give the concurrency with -c N")
 
     def _published(self) -> Published | None:
         """The draft's published accept length (its config.json, else its README.md), when it says one."""

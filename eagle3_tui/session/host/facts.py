@@ -57,6 +57,8 @@ class FactsSnapshot:
     """The server's environment as its launch spec keeps it (SGLANG_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES)."""
     trained_template: TrainedTemplate | None = None
     """The training data's chat template (its data_config.json), when the data was read."""
+    baseline_batch: int | None = None
+    """The newest baseline benchmark's concurrency (the ledger's)."""
     bench_format: tuple[str, str] | None = None
     """The latest benchmark's prompt format ("chat" or "raw") and where that was seen; None: none known."""
 
@@ -191,7 +193,13 @@ def _live(f: Facts, snap: FactsSnapshot) -> None:
         f.log_decode_lines = live.decode_lines
         if live.decode_lines:
             f.log_has_accept_stats = snap.accept_points > 0
+    if live is not None:
+        f.running_reqs_mean = live.means.get("running_req")
+        f.running_reqs_peak = live.peaks.get("running_req")
+    f.baseline_batch = snap.baseline_batch
     bench = snap.last_bench
+    if bench is not None:
+        f.bench_concurrency = bench.concurrency
     if bench is not None and not bench.baseline and snap.server.speculative:
         f.live_gen_tps = bench.output_tps
         f.live_source = "benchmark"
