@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from eagle3_tui.doctor import draft_rules as dr
 from eagle3_tui.doctor import path_rules as pr
 from eagle3_tui.doctor import release_rules as rel
+from eagle3_tui.doctor.chat_rules import CHAT_RULES
 from eagle3_tui.doctor.checkpoint_rules import (
     CHECKPOINT_SHAPES,
     FC_WIDTH,
@@ -26,10 +27,9 @@ from eagle3_tui.doctor.checkpoint_rules import (
     ignored_norms,
     unknown_weights,
 )
-from eagle3_tui.doctor.chat_rules import CHAT_RULES
 from eagle3_tui.doctor.facts import Facts
-from eagle3_tui.doctor.load_rules import LOAD_RULES
 from eagle3_tui.doctor.findings import Evidence, Finding
+from eagle3_tui.doctor.load_rules import LOAD_RULES
 from eagle3_tui.eagle import wiring
 from eagle3_tui.sglang.launch import EffectiveSpec, effective
 

@@ -120,28 +120,28 @@ def served_template(
 
     if flag:
         if flag_text is not None:
-            text = flag_text
-            if flag.endswith(".json"):
-                try:
-                    text = template_text(json.loads(flag_text).get("chat_template")) or ""
-                except (ValueError, AttributeError):
-                    text = ""
-            if text.strip():
+            text = _json_template(flag_text) if flag.endswith(".json") else flag_text
+            if text and text.strip():
                 return made(text, f"--chat-template {flag}")
         return made(None, f"--chat-template {flag}", name=flag)
     if jinja_file is not None and jinja_file.strip():
         return made(jinja_file, f"{tokenizer_dir}/chat_template.jinja")
-    if json_file is not None:
-        try:
-            text = template_text(json.loads(json_file).get("chat_template"))
-        except (ValueError, AttributeError):
-            text = None
-        if text:
-            return made(text, f"{tokenizer_dir}/chat_template.json")
+    text = _json_template(json_file) if json_file is not None else None
+    if text:
+        return made(text, f"{tokenizer_dir}/chat_template.json")
     text = template_text(cfg.get("chat_template"))
     if text:
         return made(text, f"{tokenizer_dir}/tokenizer_config.json")
     return None
+
+
+def _json_template(text: str) -> str | None:
+    """chat_template.json's `chat_template`; None when the file is not that."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return template_text(data.get("chat_template")) if isinstance(data, dict) else None
 
 
 def render(t: ServedTemplate, prompt: str) -> str:

@@ -241,7 +241,8 @@ def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
     `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`."""
     choices = data.get("choices")
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    msg = first.get("message") if isinstance(first.get("message"), dict) else {}
+    message = first.get("message")
+    msg: dict[str, Any] = message if isinstance(message, dict) else {}
     meta: dict[str, Any] = dict(first["meta_info"]) if isinstance(first.get("meta_info"), dict) else {}
     ext = data.get("sglext")
     details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
@@ -249,8 +250,8 @@ def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
         details = details[0] if details else None
     if isinstance(details, dict):
         meta.update({k: v for k, v in details.items() if k.startswith("spec_")})
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    ct = usage.get("completion_tokens", meta.get("completion_tokens"))
+    usage = data.get("usage")
+    ct = (usage if isinstance(usage, dict) else {}).get("completion_tokens", meta.get("completion_tokens"))
     return GenerateResult(text=str(msg.get("content") or ""), latency_s=latency_s,
                           completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0, meta_info=meta)
 
@@ -519,6 +520,15 @@ class SGLangClient:
         return r.status_code, r.text
 
 
+async def _send(client: SGLangClient, text: str, chat: ChatMode | None, max_tokens: int) -> GenerateResult:
+    """One benchmark request: raw to /generate, rendered chat to /generate, or the server's chat endpoint."""
+    if chat is None:
+        return await client.generate(text, max_new_tokens=max_tokens)
+    if chat.render is not None:
+        return await client.generate(chat.render(text), max_new_tokens=max_tokens)
+    return await client.chat(text, max_tokens=max_tokens)
+
+
 async def run_benchmark(
     client: SGLangClient,
     prompts: Sequence[str | Prompt] | None = None,
@@ -566,12 +576,7 @@ async def run_benchmark(
             except asyncio.QueueEmpty:
                 return
             try:
-                if chat is None:
-                    got = await client.generate(prompt.text, max_new_tokens=max_tokens)
-                elif chat.render is not None:
-                    got = await client.generate(chat.render(prompt.text), max_new_tokens=max_tokens)
-                else:
-                    got = await client.chat(prompt.text, max_tokens=max_tokens)
+                got = await _send(client, prompt.text, chat, max_tokens)
                 results.append(got)
                 if got.spec_verify_ct and got.spec_accept_length is not None:
                     per_request.append((prompt.set, got.spec_accept_length))
