@@ -105,3 +105,56 @@ def test_a_benchmark_of_the_sim_grouped_by_set(sim_server) -> None:
         assert 1.0 <= s.p10 <= s.p50 <= s.p90 <= 4.0 and s.p10 <= s.mean <= s.p90
     weighted = sum(by[n].mean * by[n].requests for n in ("writing", "reasoning", "coding")) / 8
     assert by["all"].mean == pytest.approx(weighted)
+
+
+# `--log-requests` finish lines as SGLang 0.5.x writes them (utils/request_logger.py log_finished_request: the
+# text format at --log-requests-level 0, which skips text and output ids; and --log-requests-format json).
+FINISH_TEXT = (
+    "[2026-05-02 10:00:01] Finish: obj=GenerateReqInput(validation_time=1.2e-05, received_time=1777715999.5, "
+    "rid='a1b2', http_worker_ipc=None, return_logprob=False, stream=False, log_metrics=True), out={'meta_info': "
+    "{'id': 'a1b2', 'finish_reason': {'type': 'length', 'length': 64}, 'prompt_tokens': 12, 'weight_version': "
+    "'default', 'total_retractions': 0, 'completion_tokens': 64, 'cached_tokens': 0, 'spec_accept_rate': 0.43, "
+    "'spec_accept_length': 2.2857142857142856, 'spec_accept_token_num': 36, 'spec_draft_token_num': 84, "
+    "'spec_verify_ct': 28, 'e2e_latency': 0.81}}"
+)
+FINISH_OLD = (  # a build before 2025-10: spec_verify_ct only
+    "[2025-09-02 10:00:02] Finish: obj=GenerateReqInput(rid='c3'), out={'meta_info': {'id': 'c3', "
+    "'prompt_tokens': 9, 'completion_tokens': 30, 'cached_tokens': 0, 'spec_verify_ct': 20, 'e2e_latency': 0.4}}"
+)
+FINISH_JSON = "[2026-05-02 10:00:03] " + json.dumps({
+    "timestamp": "2026-05-02T10:00:03.120", "event": "request.finished", "rid": "d4",
+    "obj": {"rid": "d4", "stream": False},
+    "out": {"meta_info": {"id": "d4", "completion_tokens": 40, "spec_accept_length": 3.3333333333333335,
+                          "spec_verify_ct": 12, "e2e_latency": 0.3}}})
+
+
+def test_per_request_accept_length_from_the_servers_finish_lines() -> None:
+    from eagle3_tui.sglang.requests import finished_accept_lengths, logged_requests
+
+    assert finished_accept_lengths(FINISH_TEXT) == [pytest.approx(64 / 28)]
+    assert finished_accept_lengths(FINISH_OLD) == [1.5]
+    assert finished_accept_lengths(FINISH_JSON) == [pytest.approx(40 / 12)]
+    assert finished_accept_lengths("[2026-05-02 10:00:01] Receive: obj=GenerateReqInput(rid='a1b2')") == []
+    lines = [x.encode() + b"\n" for x in (FINISH_TEXT, "garbage", FINISH_OLD, FINISH_JSON)]
+    assert len(logged_requests(lines)) == 3
+
+
+def test_replay_shows_the_live_traffics_per_request_accept_length(tmp_path, capsys) -> None:
+    from eagle3_tui.cli import main
+
+    decode = ("[2026-05-02 10:00:00 TP0] Decode batch. #running-req: 3, #token: 300, token usage: 0.01, "
+              "accept len: 2.40, accept rate: 0.60, cuda graph: True, gen throughput (token/s): 80.00, #queue-req: 0, ")
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([decode, FINISH_TEXT, FINISH_OLD, FINISH_JSON, decode]) + "\n")
+    assert main(["replay", str(log), "--requests"]) == 0
+    out = capsys.readouterr().out
+    mean = (64 / 28 + 1.5 + 40 / 12) / 3
+    assert f"per request: 3 finished, accept length mean {mean:.2f}" in out
+    plain = tmp_path / "plain.log"
+    plain.write_text(decode + "\n")
+    assert main(["replay", str(plain), "--requests"]) == 0
+    assert "no finished request with spec fields" in capsys.readouterr().out
+    from eagle3_tui.commands.replay import logged_requests_of
+
+    with pytest.raises(UserError, match="not stdin"):  # the file is read twice: stdin cannot be
+        logged_requests_of("-")

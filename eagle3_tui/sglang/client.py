@@ -20,6 +20,7 @@ import httpx
 from eagle3_tui.errors import UserError
 from eagle3_tui.readers import kind_of, parse_json, sub_object
 from eagle3_tui.sglang.promtext import MetricSample, read_samples_lenient
+from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set, percentile
 
 # Built-in benchmark prompts: short, varied, plain English (the sim's tokenizer and real models alike).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -223,19 +224,6 @@ def aggregate_ranks(ranks: Sequence[tuple[float | None, float | None]]) -> tuple
     return (sum(accs) / len(accs) if accs else None), total
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100), as numpy's default; None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
     """A chat completion as a GenerateResult: usage's completion tokens, and the spec fields of
     `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`."""
@@ -258,7 +246,7 @@ def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
 
 SET_KEYS = ("set", "category", "subset", "dataset", "source", "task")
 """Fields a prompts file may name each prompt's set by (MT-Bench's `category`, a mix's `dataset`/`source`)."""
-DEFAULT_SET = "all"
+DEFAULT_SET = ALL
 
 
 @dataclass(frozen=True)
@@ -315,37 +303,6 @@ def _prompt_in_set(item: Any) -> Prompt:
             if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip():
                 return Prompt(text, str(v).strip())
     return Prompt(text)
-
-
-@dataclass(frozen=True)
-class SetAccept:
-    """Per-request accept length over one prompt set: how many requests reported it, mean and spread."""
-
-    name: str
-    requests: int
-    mean: float
-    p10: float
-    p50: float
-    p90: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def accept_by_set(pairs: Sequence[tuple[str, float]]) -> list[SetAccept]:
-    """(set, per-request accept length) -> one summary per set, in the order the sets first appear; the
-    whole run as "all" first when there are several sets."""
-    groups: dict[str, list[float]] = {}
-    for name, v in pairs:
-        groups.setdefault(name, []).append(v)
-    if len(groups) > 1:
-        groups = {DEFAULT_SET: [v for _, v in pairs], **{k: v for k, v in groups.items() if k != DEFAULT_SET}}
-    out = []
-    for name, vals in groups.items():
-        p10, p50, p90 = (percentile(vals, q) for q in (10, 50, 90))
-        assert p10 is not None and p50 is not None and p90 is not None
-        out.append(SetAccept(name, len(vals), sum(vals) / len(vals), p10, p50, p90))
-    return out
 
 
 def _prompt_of(item: Any) -> str:
