@@ -207,3 +207,16 @@ def test_how_chat_is_sent_depends_on_what_the_tokenizer_holds() -> None:
     assert chat_mode(None, tokenizer_read=True) is None  # a tokenizer with no template: raw, said so
     unread = chat_mode(None)
     assert unread is not None and unread.render is None
+
+
+async def test_the_training_datas_template_read_beside_its_files(tmp_path) -> None:
+    from eagle3_tui.session.host.training_data import read_trained_template
+
+    (tmp_path / "data_0.pt").write_bytes(b"")
+    host = LocalHost()
+    assert await read_trained_template(host, str(tmp_path / "data_0.pt")) is None  # none written: unknown
+    (tmp_path / "data_config.json").write_text(json.dumps(_speculators_data_config("qwen"), indent=2))
+    got = await read_trained_template(host, str(tmp_path / "data_0.pt"))
+    assert got is not None and got.family == "chatml" and got.source == str(tmp_path / "data_config.json")
+    (tmp_path / "data_config.json").write_text("{broken")
+    assert await read_trained_template(host, str(tmp_path / "data_0.pt")) is None

@@ -142,3 +142,31 @@ def test_bench_concurrency_may_match_the_deployment() -> None:
     assert _concurrency("match") == "match" and _concurrency("12") == 12
     with pytest.raises(argparse.ArgumentTypeError):
         _concurrency("lots")
+
+
+async def test_the_sessions_served_concurrency(tmp_path) -> None:
+    """`bench -c match`: the decode lines' running requests (no server needed for them); none seen and no
+    server to ask is one clear error."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.profile import Profile
+    from eagle3_tui.session import Session
+
+    session = Session(Profile(name="load", local=True, port=1, state_dir=str(tmp_path / "st")))
+    try:
+        with pytest.raises(UserError, match="no running requests seen"):
+            await session.served_concurrency()
+        for i, n in enumerate((30, 34, 38)):
+            ev = parse_line(_decode(n, i))
+            assert isinstance(ev, DecodeStats)
+            session.telemetry.ingest(ev)
+        c, seen = await session.served_concurrency()
+        assert c == 34 and "#running-req, mean 34.0" in seen
+    finally:
+        await session.close()
+
+
+def test_sweep_rows_say_their_concurrency_and_prompts() -> None:
+    from eagle3_tui.session.sweep import SweepStep
+
+    row = SweepStep(SpecConfig(7, 1, 8), 2.9, 2.7, 310.0, prompt_format="chat", concurrency=16).to_dict()
+    assert row["concurrency"] == 16 and row["prompt_format"] == "chat" and batch_of(row) == 16
