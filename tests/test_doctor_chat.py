@@ -201,9 +201,9 @@ def test_bench_sends_chat_in_the_served_template_by_default(sim_server, demo_wor
 def test_how_chat_is_sent_depends_on_what_the_tokenizer_holds() -> None:
     llama = served_template(_llama_tokenizer_config(), "/m")
     mode = chat_mode(llama)
-    assert mode is not None and mode.render is not None and "/generate" in mode.describe()
+    assert mode is not None and mode.render is not None
     named = chat_mode(served_template({}, "/m", flag="qwen"))  # SGLang renders its built-in template itself
-    assert named is not None and named.render is None and "/v1/chat/completions" in named.describe()
+    assert named is not None and named.render is None
     assert chat_mode(None, tokenizer_read=True) is None  # a tokenizer with no template: raw, said so
     unread = chat_mode(None)
     assert unread is not None and unread.render is None
@@ -220,3 +220,48 @@ async def test_the_training_datas_template_read_beside_its_files(tmp_path) -> No
     assert got is not None and got.family == "chatml" and got.source == str(tmp_path / "data_config.json")
     (tmp_path / "data_config.json").write_text("{broken")
     assert await read_trained_template(host, str(tmp_path / "data_0.pt")) is None
+
+
+# Real SGLang 0.5.23's answer to /v1/chat/completions with return_spec_tokens_details, recorded on the demo world
+# (steps 3, topk 1, 4 draft tokens; CPU): the server's own template, the spec fields in sglext.
+REAL_CHAT_ANSWER = {
+    "id": "5c1f", "object": "chat.completion", "created": 1764780000, "model": "default",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "the s"}, "finish_reason": "length"}],
+    "usage": {"prompt_tokens": 26, "total_tokens": 34, "completion_tokens": 8, "prompt_tokens_details": None,
+              "reasoning_tokens": 0, "completion_tokens_details": None},
+    "sglext": {"spec_tokens_details": {"spec_accept_rate": 0.2222222222222222, "spec_accept_length": 1.3333333333333333,
+                                       "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+                                       "spec_num_correct_drafts": 4, "spec_num_proposed_drafts": 18,
+                                       "spec_verify_ct": 6, "spec_correct_drafts_histogram": [4, 1, 0, 1],
+                                       "spec_cap_lens_histogram": []}},
+}
+
+
+async def test_the_chat_endpoint_where_it_answers_the_spec_fields() -> None:
+    """The route: SGLang 0.5.20+ answers per-request spec fields on its chat endpoint (used, exact tokens);
+    one that answers without them (older releases) or not at all (the sim: 404) gets the template rendered
+    here. The server is stood in by its recorded answers (httpx.MockTransport): real SGLang runs only in
+    its own lane."""
+    import httpx
+
+    from eagle3_tui.sglang.client import choose_chat_route
+
+    def server(chat_answer: dict | None):
+        def handle(request: httpx.Request) -> httpx.Response:
+            if request.url.path == "/v1/chat/completions":
+                if chat_answer is None:
+                    return httpx.Response(404, json={"detail": "Not Found"})
+                assert json.loads(request.content)["return_spec_tokens_details"] is True
+                return httpx.Response(200, json=chat_answer)
+            return httpx.Response(404)
+        return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+
+    llama = served_template(_llama_tokenizer_config(), "/m")
+    old = {k: v for k, v in REAL_CHAT_ANSWER.items() if k != "sglext"}
+    for answer, route in ((REAL_CHAT_ANSWER, "endpoint"), (old, "render"), (None, "render")):
+        mode = chat_mode(llama)
+        assert mode is not None
+        async with SGLangClient("http://127.0.0.1:9", client=server(answer)) as c:
+            await choose_chat_route(c, mode, "Hi there")
+        assert mode.route == route, (answer is None, route)
+        assert ("/v1/chat/completions" if route == "endpoint" else "sent to /generate") in mode.describe()

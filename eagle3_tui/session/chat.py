@@ -1,7 +1,8 @@
-"""How a benchmark sends chat on the attached server: the served template (read from its tokenizer) rendered
-here and sent to /generate, whose meta_info carries the per-request spec fields on every SGLang release;
-a named template, or a tokenizer that could not be read: the server's own /v1/chat/completions. A tokenizer
-read and holding no template is not a chat model's: its prompts go raw, and the result says why."""
+"""How a benchmark sends chat on the attached server: through its /v1/chat/completions where that answers the
+per-request spec fields, else the served template (read from its tokenizer) rendered here and sent to
+/generate (`sglang.client.choose_chat_route`); a named template, or a tokenizer that could not be read: the
+server's chat endpoint only. A tokenizer read and holding no template is not a chat model's: its prompts go
+raw, and the result says why."""
 
 from __future__ import annotations
 

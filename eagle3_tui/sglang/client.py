@@ -156,17 +156,22 @@ class BenchResult:
         return d
 
 
-@dataclass(frozen=True)
+@dataclass
 class ChatMode:
-    """How a benchmark sends chat: `render` turns a prompt into the served template's text (sent to
-    /generate); None lets the server apply its own template (/v1/chat/completions). `template` says which."""
+    """How a benchmark sends chat. The server's own /v1/chat/completions is exact (its template, its tokens)
+    and is used where it answers each request's spec fields (`sglext.spec_tokens_details`, SGLang 0.5.20+);
+    elsewhere `render` turns a prompt into the served template's text, sent to /generate, whose meta_info has
+    them on every release (the tokenizer then adds its BOS in front, one token more than the chat endpoint's).
+    `template` says which template; `route` is set by the benchmark once it knows."""
 
     template: str
     render: Callable[[str], str] | None = None
+    route: str = ""
 
     def describe(self) -> str:
-        how = "rendered here, sent to /generate" if self.render is not None else "sent to /v1/chat/completions"
-        return f"{self.template}; {how}"
+        how = {"endpoint": "sent to /v1/chat/completions (the server applies it)",
+               "render": "rendered here, sent to /generate"}.get(self.route, "")
+        return f"{self.template}; {how}" if how else self.template
 
 
 # ---------------------------------------------------------------- pure parsing
@@ -478,12 +483,27 @@ class SGLangClient:
 
 
 async def _send(client: SGLangClient, text: str, chat: ChatMode | None, max_tokens: int) -> GenerateResult:
-    """One benchmark request: raw to /generate, rendered chat to /generate, or the server's chat endpoint."""
+    """One benchmark request: raw to /generate, the server's chat endpoint, or rendered chat to /generate."""
     if chat is None:
         return await client.generate(text, max_new_tokens=max_tokens)
-    if chat.render is not None:
+    if chat.route == "render" and chat.render is not None:
         return await client.generate(chat.render(text), max_new_tokens=max_tokens)
     return await client.chat(text, max_tokens=max_tokens)
+
+
+async def choose_chat_route(client: SGLangClient, chat: ChatMode, prompt: str) -> None:
+    """One short chat request: the endpoint where its answer carries the per-request spec fields (or where
+    nothing can be rendered here), else rendering here. A template that cannot render is one error now."""
+    if chat.render is None:
+        chat.route = "endpoint"
+        return
+    chat.render(prompt)
+    try:
+        probe = await client.chat(prompt, max_tokens=2)
+    except UserError:  # no chat endpoint (404), or it refused (no template on its side)
+        chat.route = "render"
+        return
+    chat.route = "endpoint" if probe.spec_verify_ct is not None else "render"
 
 
 async def run_benchmark(
@@ -510,8 +530,8 @@ async def run_benchmark(
     if n <= 0 or concurrency <= 0 or max_tokens <= 0:
         raise UserError("benchmark needs positive -n, -c and --max-tokens")
     work = [base[i % len(base)] for i in range(n)]
-    if chat is not None and chat.render is not None:
-        chat.render(work[0].text)  # a template that cannot render is one error before any request, not N
+    if chat is not None:
+        await choose_chat_route(client, chat, work[0].text)
     if flush:
         try:
             await client.flush_cache()
