@@ -359,6 +359,10 @@ def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
     The draft dir is copied into `state_dir` (config.json as a file without a layer-id key, the
     weights linked) so that presets edit the copy, never the cached world.
     """
+    from eagle3_tui.sim.hf_tokenizer import FOLDER, ensure_hf_tokenizer
+
+    if (Path(world.target_dir) / "tokenizer.json").exists():
+        ensure_hf_tokenizer(world.target_dir)  # a world built before the folder existed
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     draft_src = Path(world.draft_dir)
@@ -385,6 +389,10 @@ def demo_profile(world: Any, *, port: int, state_dir: str | Path) -> Profile:
         "eagle3_tui.sim.server",
         "--model-path",
         str(world.target_dir),
+        # the world's Hugging Face tokenizer folder, as real SGLang is served: its chat template is what
+        # `bench` renders (the sim tokenizes the same ids from the target's own tokenizer.json)
+        "--tokenizer-path",
+        str(Path(world.target_dir) / FOLDER),
         "--speculative-algorithm",
         "EAGLE3",
         "--speculative-draft-model-path",

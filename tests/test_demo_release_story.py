@@ -40,7 +40,10 @@ async def test_demo_story_on_0_5_6_steps_wiring_cuda_graph(demo_world, tmp_path:
         # (a) the seeds' two causes, and not yet the CUDA-graph one (no ids: the defaults everywhere)
         found = _ids(await session.refresh_findings())
         assert {"steps-override", "wiring-mismatch"} <= found and "ids-prefill-only" not in found, sorted(found)
-        start = (await session.benchmark(**BENCH)).accept_len
+        first = await session.benchmark(**BENCH)
+        start = first.accept_len
+        # chat by default, in the template of the tokenizer folder the demo serves (hf-tokenizer)
+        assert first.prompt_format == "chat" and "hf-tokenizer/tokenizer_config.json" in (first.chat_template or "")
 
         # (b) the wiring fix: prefill gets the trained boundaries, graphed decode still the defaults
         plan = await session.plan_apply(TRAIN_PRESET)

@@ -46,9 +46,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = add("bench", "benchmark the server through its HTTP API and record the run in the ledger")
     p.add_argument("--baseline", action="store_true", help="mark the run as the no-speculation baseline")
     p.add_argument("-n", "--num-prompts", type=int, default=16, metavar="N", help="requests to send (default 16)")
-    p.add_argument("-c", "--concurrency", type=int, default=4, metavar="C", help="requests in flight (default 4)")
+    p.add_argument("-c", "--concurrency", type=_concurrency, default=4, metavar="C",
+                   help="requests in flight (default 4); `match`: as many as the server runs now (its decode "
+                   "lines' #running-req, else /metrics)")
     p.add_argument("--max-tokens", type=int, default=128, metavar="M", help="tokens per request (default 128)")
-    p.add_argument("--prompts", metavar="FILE", help="prompts: one per line, JSON lines or a JSON list")
+    p.add_argument("--prompts", metavar="FILE", help="prompts: one per line, JSON lines or a JSON list; an "
+                   "object's \"set\" (or \"category\", \"dataset\", ...) field groups the accept length by set")
+    p.add_argument("--raw", action="store_true", help="send the prompts as bare text, not as chat in the served "
+                   "model's chat template (a chat-trained draft accepts less on raw text)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     p = add("apply", "apply a preset (layer ids or launch flags) and restart the server")
@@ -64,6 +69,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     add("presets", "list the presets with the boundaries they mean for this target")
+
+
+def _concurrency(text: str) -> int | str:
+    if text.strip().lower() == "match":
+        return "match"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or `match`: {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -290,11 +304,15 @@ async def _bench(session: Session, args: argparse.Namespace) -> int:
     import json
 
     from eagle3_tui.readers import text_file
-    from eagle3_tui.sglang.client import load_prompts
+    from eagle3_tui.sglang.client import load_prompt_sets
 
-    prompts = load_prompts(text_file(args.prompts, "the prompts file")) if args.prompts else None
-    r = await session.benchmark(baseline=args.baseline, prompts=prompts, num_prompts=args.num_prompts,
-                                concurrency=args.concurrency, max_tokens=args.max_tokens)
+    prompts = load_prompt_sets(text_file(args.prompts, "the prompts file")) if args.prompts else None
+    concurrency = args.concurrency
+    if concurrency == "match":
+        concurrency, seen = await session.served_concurrency()
+        print(f"concurrency {concurrency}: {seen}", file=sys.stderr, flush=True)
+    r = await session.benchmark(baseline=args.baseline, raw=args.raw, prompts=prompts, num_prompts=args.num_prompts,
+                                concurrency=concurrency, max_tokens=args.max_tokens)
     if args.json:
         print(json.dumps(session.bench_results(r), indent=2, default=str))
         return 0
@@ -312,11 +330,19 @@ def format_bench(r: BenchResult, baseline_tps: float | None) -> str:
     lines = [
         f"{'baseline ' if r.baseline else ''}benchmark: {r.ok}/{r.num_prompts} requests ok, concurrency "
         f"{r.concurrency}, max tokens {r.max_tokens}, {r.duration_s:.1f} s",
+        f"  prompts           {r.prompt_format}" + (f" ({r.chat_template})" if r.chat_template else ""),
         f"  output tok/s      {r.output_tps:.2f}",
         f"  latency p50/p90   {f(r.latency_p50_s)} s / {f(r.latency_p90_s)} s",
         f"  accept length     {f(r.accept_len)} (requests {f(r.accept_len_client)}, log {f(r.accept_len_log)}, "
         f"server {f(r.accept_len_server)})",
     ]
+    if r.sets:
+        lines.append("  per request       accept length: requests, mean, p10 / p50 / p90 (by prompt set)")
+        width = max(len(x.name) for x in r.sets)
+        lines += [f"    {x.name:<{width}}  {x.requests:4d}  {x.mean:.2f}  {x.p10:.2f} / {x.p50:.2f} / {x.p90:.2f}"
+                  for x in r.sets]
+    if r.published_accept_len is not None:
+        lines.append(f"  published         {r.published_accept_len:.2f} ({r.published_source})")
     sp = speedup(r.output_tps, baseline_tps)
     if sp is not None and not r.baseline:
         lines.append(f"  vs baseline       {sp:.2f}x ({baseline_tps:.2f} tok/s)")

@@ -29,6 +29,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("logs", nargs="*", metavar="LOG", help="a log file (plain or gzip), or - for stdin")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.add_argument("--requests", action="store_true",
+                   help="also the accept length of each request the server logged finishing (it runs with "
+                   "--log-requests): requests, mean, p10 / p50 / p90 over the live traffic (files only)")
     p.add_argument(
         "-j",
         "--jobs",
@@ -197,6 +200,38 @@ def _to_json(r: RunSummary) -> dict[str, object]:
     return d
 
 
+def logged_requests_of(path: str) -> list[float]:
+    """Each request's accept length from a log's `--log-requests` finish lines (a second read of the file)."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.sglang.requests import logged_requests
+
+    if path == "-":
+        raise UserError("--requests reads the log a second time: give a file, not stdin")
+    stream, owned = _open(path)
+    try:
+        return logged_requests(cast(Any, stream))
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def _requests_json(accepts: list[float]) -> dict[str, object]:
+    from eagle3_tui.sglang.requests import accept_by_set
+
+    return accept_by_set([("live", v) for v in accepts])[0].to_dict() if accepts else {"requests": 0}
+
+
+def format_requests(accepts: list[float]) -> str:
+    from eagle3_tui.sglang.requests import accept_by_set
+
+    if not accepts:
+        return ("  per request: no finished request with spec fields in the log (the server runs without "
+                "--log-requests, or without speculation)")
+    (s,) = accept_by_set([("live", v) for v in accepts])
+    return (f"  per request: {s.requests} finished, accept length mean {s.mean:.2f}, p10 / p50 / p90 "
+            f"{s.p10:.2f} / {s.p50:.2f} / {s.p90:.2f} (--log-requests)")
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
@@ -208,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("replay needs a LOG file, - for stdin, or --sample")
     docs: list[tuple[str, int, list[RunSummary], str]] = []
     errors: list[str] = []
+    requests: dict[str, list[float]] = {}
     for path in paths:
         try:
             size, runs, scanner = replay_path(path, args.jobs)
@@ -215,10 +251,16 @@ def run(args: argparse.Namespace) -> int:
             errors.append(str(err))
             continue
         docs.append((path, size, runs, scanner))
+        if args.requests:
+            try:
+                requests[path] = logged_requests_of(path)
+            except UserError as err:
+                errors.append(str(err))
     if args.json:
         out = {
             "logs": [
-                {"path": p, "bytes": n, "scanner": sc, "runs": [_to_json(r) for r in rs]} for p, n, rs, sc in docs
+                {"path": p, "bytes": n, "scanner": sc, "runs": [_to_json(r) for r in rs],
+                 **({"requests": _requests_json(requests[p])} if p in requests else {})} for p, n, rs, sc in docs
             ],
             "errors": errors,
         }
@@ -234,6 +276,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name}  ({size:,} bytes, {len(runs)} run{'s' if len(runs) != 1 else ''}{slow})")
             for r in runs:
                 print("\n".join(format_run(r)))
+            if path in requests:
+                print(format_requests(requests[path]))
     for message in errors:
         print(f"eagle3-tui: {message}", file=sys.stderr)
     return 2 if errors else 0

@@ -93,11 +93,20 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true",
                    help="run the accuracy check first (predicting the grid) to serve the predicted best first")
     p.add_argument("-n", "--num-prompts", type=int, default=8, help="prompts per benchmark (default 8)")
-    p.add_argument("-c", "--concurrency", type=int, default=4, help="concurrent requests (default 4)")
+    p.add_argument("-c", "--concurrency", type=_concurrency, default=4,
+                   help="concurrent requests (default 4); `match`: as many as the server runs now")
     p.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    p.add_argument("--raw", action="store_true", help="send the prompts as bare text, not as chat in the served "
+                   "model's chat template")
     p.add_argument("--yes", action="store_true", help="do not ask before the restarts")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
+
+
+def _concurrency(text: str) -> int | str:
+    from eagle3_tui.commands.hostcmds import _concurrency as parse
+
+    return parse(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,7 +132,12 @@ async def _run(args: argparse.Namespace) -> int:
         report = await _maybe_check(session, grid) if args.check else session.check
         _confirm(args, f"serve {min(len(grid), args.best or len(grid))} configurations in turn "
                        "(a restart each) and restore the start?")
-        bench = {"num_prompts": args.num_prompts, "concurrency": args.concurrency, "max_tokens": args.max_tokens}
+        concurrency = args.concurrency
+        if concurrency == "match":  # read before the first restart: the load is the deployment's, not the sweep's
+            concurrency, seen = await session.served_concurrency()
+            print(f"concurrency {concurrency}: {seen}", file=sys.stderr, flush=True)
+        bench = {"num_prompts": args.num_prompts, "concurrency": concurrency, "max_tokens": args.max_tokens,
+                 "raw": args.raw}
         sweep = Sweep(session, grid, bench=bench, report=report, limit=args.best,
                       on_progress=None if args.json else _printer())
         result = await sweep.run()

@@ -1,12 +1,15 @@
 """Advice from predictions and measurements: which flags to serve (`better-flags`) and why more steps
 do not help a draft whose later steps accept little (`multistep-decay`). Pure: facts in, findings out.
 
-The cost model: one speculative iteration costs the target's forward over the verify tokens plus the
-draft's forwards, t(s, k, d) = t0 + c_verify * (d - 1) + c_draft * s, and yields accept_len tokens,
-so tok/s = accept_len / t. With a no-speculation baseline, t0 = 1 / baseline tok/s (one target
-token); c_verify and c_draft are fitted (least squares, kept >= 0) to the benchmarked configurations'
-measured accept_len / tok/s; with fewer measurements than unknowns the verify cost is taken as flat.
-The check's predicted accept lengths then become predicted tok/s for every configuration it predicted.
+The cost model: one speculative iteration over a batch of b requests costs a fixed part (reading the
+weights once) plus the tokens the target verifies and the draft proposes for the whole batch,
+t(s, k, d; b) = t0 + b * (c_verify * (d - 1) + c_draft * s * k) (a tree of topk k drafts k tokens per
+request per step), and yields b * accept_len tokens, so tok/s = b * accept_len / t. With a no-speculation
+baseline at concurrency b0, t0 = b0 / baseline tok/s; c_verify and c_draft are fitted (least squares, kept
+>= 0) to the benchmarked configurations' measured b * accept_len / tok/s, each at its own concurrency; with
+fewer measurements than unknowns the verify cost is taken as flat. The check's predicted accept lengths
+then become predicted tok/s for every configuration it predicted, at the load the deployment serves (the
+running requests its decode lines show), so a wide tree that wins at one request loses at forty.
 """
 
 from __future__ import annotations
@@ -30,11 +33,17 @@ class Measured:
     config: SpecConfig
     accept_len: float
     tok_s: float
+    batch: int = 1
+    """Requests in flight while it was measured (the benchmark's concurrency)."""
+
+    @property
+    def iteration_s(self) -> float:
+        return self.batch * self.accept_len / self.tok_s
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds per speculative iteration: t0 + c_verify * (d - 1) + c_draft * steps."""
+    """Seconds per speculative iteration over b requests: t0 + b * (c_verify * (d - 1) + c_draft * steps * topk)."""
 
     t0: float
     c_verify: float
@@ -42,12 +51,13 @@ class CostModel:
     calibrated_on: int
     baseline: bool  # t0 from a measured baseline
 
-    def iteration_s(self, cfg: SpecConfig) -> float:
-        s, _, d = cfg
-        return self.t0 + self.c_verify * (d - 1) + self.c_draft * s
+    def iteration_s(self, cfg: SpecConfig, batch: int = 1) -> float:
+        s, k, d = cfg
+        return self.t0 + batch * (self.c_verify * (d - 1) + self.c_draft * s * k)
 
-    def tok_s(self, cfg: SpecConfig, accept_len: float) -> float:
-        return accept_len / self.iteration_s(cfg)
+    def tok_s(self, cfg: SpecConfig, accept_len: float, batch: int = 1) -> float:
+        """Output tok/s of the whole batch."""
+        return batch * accept_len / self.iteration_s(cfg, batch)
 
 
 def measured_configs(rows: Iterable[Any], boundaries: Sequence[int] | None) -> list[Measured]:
@@ -67,8 +77,14 @@ def measured_configs(rows: Iterable[Any], boundaries: Sequence[int] | None) -> l
             continue
         acc, tps = getattr(r, "accept_len", None), getattr(r, "tok_s", None)
         if acc and tps and acc > 0 and tps > 0:
-            latest[cfg] = Measured(cfg, float(acc), float(tps))
+            latest[cfg] = Measured(cfg, float(acc), float(tps), batch_of(res))
     return list(latest.values())
+
+
+def batch_of(results: dict[str, Any]) -> int:
+    """A benchmark row's concurrency (rows before it was recorded: 1, as the model assumed then)."""
+    c = results.get("concurrency")
+    return c if isinstance(c, int) and not isinstance(c, bool) and c > 0 else 1
 
 
 def _solve2(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
@@ -90,15 +106,22 @@ def _solve2(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
     return (0.0, b_only) if err_b <= err_a else (a_only, 0.0)
 
 
-def calibrate(measured: Sequence[Measured], baseline_tps: float | None) -> CostModel | None:
+def _regressors(m: Measured, t0: float) -> tuple[float, float, float]:
+    s, k, d = m.config
+    return float(m.batch * (d - 1)), float(m.batch * s * k), m.iteration_s - t0
+
+
+def calibrate(measured: Sequence[Measured], baseline_tps: float | None,
+              baseline_batch: int = 1) -> CostModel | None:
     """The cost model fitted to the measured configurations (None when nothing was measured, or
-    when there is neither a baseline nor three configurations to fit t0 from)."""
+    when there is neither a baseline nor three configurations to fit t0 from). `baseline_batch`: the
+    baseline's concurrency (its iteration produced that many tokens)."""
     if not measured:
         return None
-    iters = [(m.config, m.accept_len / m.tok_s) for m in measured]
+    iters = [m.iteration_s for m in measured]
     if baseline_tps and baseline_tps > 0:
-        t0 = 1.0 / baseline_tps
-        rows = [(float(d - 1), float(s), t - t0) for (s, _, d), t in iters]
+        t0 = max(baseline_batch, 1) / baseline_tps
+        rows = [_regressors(m, t0) for m in measured]
         if len({(x1, x2) for x1, x2, _ in rows}) >= 2:
             cv, cd = _solve2(rows)
         else:  # one configuration: the verify cost is taken as flat, the rest is the draft's
@@ -110,10 +133,10 @@ def calibrate(measured: Sequence[Measured], baseline_tps: float | None) -> CostM
     # its least-squares costs; the best fit wins
     best: CostModel | None = None
     best_err = float("inf")
-    t_min = min(t for _, t in iters)
+    t_min = min(iters)
     for i in range(1, 20):
         t0 = t_min * i / 20
-        rows = [(float(d - 1), float(s), t - t0) for (s, _, d), t in iters]
+        rows = [_regressors(m, t0) for m in measured]
         cv, cd = _solve2(rows)
         err = sum((y - cv * x1 - cd * x2) ** 2 for x1, x2, y in rows)
         if err < best_err:
@@ -138,8 +161,19 @@ def _predictions(f: Facts) -> dict[SpecConfig, float]:
 
 def _agreement(model: CostModel, measured: Sequence[Measured], preds: dict[SpecConfig, float]) -> float | None:
     """Worst relative error of the model's tok/s against the measured, from the predicted accept lengths."""
-    errs = [abs(model.tok_s(m.config, preds[m.config]) - m.tok_s) / m.tok_s for m in measured if m.config in preds]
+    errs = [abs(model.tok_s(m.config, preds[m.config], m.batch) - m.tok_s) / m.tok_s
+            for m in measured if m.config in preds]
     return max(errs) if errs else None
+
+
+def served_load(f: Facts) -> tuple[int, str]:
+    """The batch the deployment serves: its decode lines' running requests (mean over the window), else the
+    latest benchmark's concurrency, else one request; and what said it."""
+    if f.running_reqs_mean is not None and f.running_reqs_mean >= 0.5:
+        return max(1, round(f.running_reqs_mean)), "running requests in the server log (mean)"
+    if f.bench_concurrency:
+        return f.bench_concurrency, "the benchmark's concurrency"
+    return 1, "one request (no load seen)"
 
 
 def better_flags(f: Facts) -> Finding | None:
@@ -148,8 +182,9 @@ def better_flags(f: Facts) -> Finding | None:
     if not preds:
         return None
     measured = list(f.measured_configs)
-    model = calibrate(measured, f.baseline_tps)
+    model = calibrate(measured, f.baseline_tps, f.baseline_batch or 1)
     served = _served(f)
+    batch, load_from = served_load(f)
     if model is None:
         top = max(preds, key=lambda c: preds[c])
         why = ("no speculative configuration was benchmarked on these boundaries" if not measured
@@ -158,9 +193,9 @@ def better_flags(f: Facts) -> Finding | None:
                        [Evidence("accuracy check", f"highest predicted accept length: {top.describe()} "
                                  f"({preds[top]:.2f}); accept length alone does not rank tok/s")],
                        "Benchmark the served flags and a baseline (or run `eagle3-tui sweep`), then ask again.")
-    speeds = {c: model.tok_s(c, a) for c, a in preds.items()}
+    speeds = {c: model.tok_s(c, a, batch) for c, a in preds.items()}
     best = max(speeds, key=lambda c: speeds[c])
-    by_cfg = {m.config: m for m in measured}
+    by_cfg = {m.config: m for m in measured if m.batch == batch}
     current = by_cfg[served].tok_s if served in by_cfg else (speeds.get(served) if served else None)
     if current is None or best == served or speeds[best] < current * MIN_GAIN:
         return None
@@ -170,8 +205,10 @@ def better_flags(f: Facts) -> Finding | None:
     title = (f"{best.describe()}: predicted {preds[best]:.2f} accepted, ~{speeds[best] / current:.2f}x your "
              f"current tok/s" + (f"; measured configurations agree within {100 * agree:.0f}%" if agree is not None
                                  else ""))
-    ev = [Evidence("cost model", f"{sure}: per iteration {1e3 * model.t0:.2f} ms + {1e3 * model.c_verify:.3f} ms "
-                                 f"per draft token + {1e3 * model.c_draft:.3f} ms per step")]
+    ev = [Evidence("cost model", f"{sure}: per iteration {1e3 * model.t0:.2f} ms + per request "
+                                 f"{1e3 * model.c_verify:.3f} ms per draft token verified + {1e3 * model.c_draft:.3f} "
+                                 f"ms per step and tree branch; predicted at {batch} request(s) in flight "
+                                 f"({load_from})")]
     for c in sorted(speeds, key=lambda c: -speeds[c]):
         m = by_cfg.get(c)
         seen = f"; measured {m.accept_len:.2f} at {m.tok_s:.1f} tok/s" if m else ""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eagle3_tui.eagle.chat_template import ServedTemplate, TrainedTemplate
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
     from eagle3_tui.eagle.predict import Prediction
@@ -89,6 +90,19 @@ class Facts:
     data_source: str | None = None
     """The data glob or file the slots describe, for the evidence."""
 
+    trained_template: TrainedTemplate | None = None
+    """The chat template the training data was made with (its data_config.json); None: not recorded."""
+
+    # --- chat ---------------------------------------------------------------------------------
+    served_template: ServedTemplate | None = None
+    """The chat template the server applies (`--chat-template`, else its tokenizer's)."""
+    served_template_read: bool = False
+    """Whether the served tokenizer was read (then `served_template` None means it has no chat template)."""
+    bench_prompt_format: str | None = None
+    """The latest benchmark's prompts: "chat" (the served template) or "raw"; None: no benchmark, or one
+    recorded before the field."""
+    bench_source: str = "benchmark"
+
     # --- what is served -----------------------------------------------------------------------
     served_boundaries: tuple[int, ...] | None = None
     """Boundaries the server feeds the draft; derived from the draft config when None."""
@@ -110,6 +124,14 @@ class Facts:
     """The check's conditional per-step chain acceptance on the served wiring."""
     measured_configs: tuple[Any, ...] = ()
     """doctor.advice.Measured: benchmarked configurations on the served boundaries (the ledger)."""
+    baseline_batch: int | None = None
+    """The baseline benchmark's concurrency (its tok/s is that many requests' together)."""
+    running_reqs_mean: float | None = None
+    """Requests in flight per decode line (`#running-req`), mean over the live window."""
+    running_reqs_peak: float | None = None
+    """The most requests in flight one decode line showed in the window."""
+    bench_concurrency: int | None = None
+    """The latest benchmark's concurrency (requests in flight)."""
     accept_rate_definition: str | None = None
     """What the log's `accept rate` divides by, in the installed release (said, not recomputed)."""
     server_info_accept_len: float | None = None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from eagle3_tui.doctor import draft_rules as dr
 from eagle3_tui.doctor import path_rules as pr
 from eagle3_tui.doctor import release_rules as rel
+from eagle3_tui.doctor.chat_rules import CHAT_RULES
 from eagle3_tui.doctor.checkpoint_rules import (
     CHECKPOINT_SHAPES,
     FC_WIDTH,
@@ -28,6 +29,7 @@ from eagle3_tui.doctor.checkpoint_rules import (
 )
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
+from eagle3_tui.doctor.load_rules import LOAD_RULES
 from eagle3_tui.eagle import wiring
 from eagle3_tui.engines import get_engine
 from eagle3_tui.sglang.launch import EffectiveSpec, effective
@@ -570,8 +572,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     (dr.DRAFT_CONTEXT, dr.draft_context),
     (dr.TARGET_NUMERICS, dr.target_numerics),
     (WIRING_MISMATCH, wiring_mismatch),
+    *CHAT_RULES,
     (rel.IDS_PREFILL_ONLY, rel.ids_prefill_only),
     (SPEC_SLOWER, spec_slower_than_baseline),
+    *LOAD_RULES,
     (ONLINE_OFFLINE_GAP, online_offline_gap),
     (NO_ACCEPT_STATS, no_accept_stats),
 )

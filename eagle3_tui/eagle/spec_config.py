@@ -58,9 +58,11 @@ def max_draft_tokens(steps: int, topk: int) -> int:
 
 # A small standard grid: chains of 3 and 5 steps, SGLang's Llama auto-choice (5, 4, 8) and common trees.
 STANDARD_GRID: tuple[SpecConfig, ...] = (
-    SpecConfig(3, 1, 4), SpecConfig(5, 1, 6), SpecConfig(3, 4, 8), SpecConfig(5, 4, 8), SpecConfig(5, 4, 16),
-    SpecConfig(6, 8, 32),
+    SpecConfig(3, 1, 4), SpecConfig(5, 1, 6), SpecConfig(7, 1, 8), SpecConfig(8, 1, 9), SpecConfig(3, 4, 8),
+    SpecConfig(5, 4, 8), SpecConfig(5, 4, 16), SpecConfig(6, 8, 32),
 )
+"""Chains of 3 to 8 steps (a well-trained draft's best chain is often 6-8 at low load) and trees up to SGLang's
+common 6/8/32; the chains are what a loaded server should serve (doctor/load_rules.py)."""
 
 
 def normalize_grid(grid: Iterable[Iterable[int]]) -> list[SpecConfig]:

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.doctor.advice import measured_configs
+from eagle3_tui.doctor.advice import batch_of, measured_configs
 from eagle3_tui.engines import Engine, Failed, get_engine
 from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
@@ -65,7 +65,7 @@ from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_ins
 from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
 from eagle3_tui.session.host.served import parse_argv, served, served_by_engine
-from eagle3_tui.session.host.training_data import TrainingData, read_head, resolve
+from eagle3_tui.session.host.training_data import TrainingData, read_head, read_trained_template, resolve
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
 from eagle3_tui.session.live.monitor import GroupGone, ServerMonitor
@@ -92,6 +92,7 @@ from eagle3_tui.telemetry.metrics import Telemetry
 if TYPE_CHECKING:
     from eagle3_tui.doctor import Facts, Finding
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.published import Published
     from eagle3_tui.remote.host import ConnState, Host
     from eagle3_tui.sglang.client import BenchResult, SGLangClient
     from eagle3_tui.sglang.installed import Answer
@@ -441,7 +442,27 @@ class Session:
             measured=tuple(measured_configs(self.records.readable_rows(), self.server.boundaries)),
             launch_env=dict(self._spec.env) if self._spec is not None else None,
             per_position=tuple(r for r in self.telemetry.last_positions() if r is not None),
+            trained_template=self.training.template if self.training is not None else None,
+            bench_format=self._bench_format(), baseline_batch=self._baseline_batch(),
         )
+
+    def _baseline_batch(self) -> int | None:
+        """The concurrency of the newest baseline benchmark (this session's, else the ledger's)."""
+        if self._last_bench is not None and self._last_bench.baseline:
+            return self._last_bench.concurrency
+        for row in reversed(self.records.readable_rows()):
+            if row.kind == "baseline":
+                return batch_of(row.results)
+        return None
+
+    def _bench_format(self) -> tuple[str, str] | None:
+        """The latest benchmark's prompt format: this session's, else the ledger's newest row that says it."""
+        if self._last_bench is not None:
+            return self._last_bench.prompt_format, "this session's benchmark"
+        for row in reversed(self.records.readable_rows()):
+            if row.kind in ("benchmark", "sweep") and row.prompt_format is not None:
+                return row.prompt_format, f"ledger row {row.id} ({row.kind})"
+        return None
 
     async def use_training_data(self, data_glob: str, slots: Sequence[int] | None = None, *,
                                 save: bool = False) -> TrainingData:
@@ -457,6 +478,7 @@ class Session:
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             ids = config_layer_ids(json.loads(self.target.draft_text or "{}"))[0]
         got = resolve(head, slots, num_layers=self.target.num_layers, config_ids=ids)
+        got = dataclasses.replace(got, template=await read_trained_template(self.host, head.first))
         if save:
             self._save_data_settings(got)
         self.training = got
@@ -674,8 +696,10 @@ class Session:
 
     # ------------------------------------------------------------ benchmark and check
 
-    async def benchmark(self, *, baseline: bool = False, **opts: Any) -> BenchResult:
-        """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s)."""
+    async def benchmark(self, *, baseline: bool = False, raw: bool = False, **opts: Any) -> BenchResult:
+        """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s).
+        Prompts go as chat in the served model's template unless `raw` (the ledger row says which)."""
+        from eagle3_tui.session.chat import NO_TEMPLATE, chat_mode
         from eagle3_tui.sglang.client import run_benchmark
 
         if self.server.state not in ("ready", "unknown"):
@@ -689,8 +713,15 @@ class Session:
         opts.setdefault("flush", not self.readonly)
         try:
             t_start = time.time()
-            result = await run_benchmark(c, baseline=baseline,
+            chat = None if raw else chat_mode(self.target.chat_template,
+                                              tokenizer_read=self.target.tokenizer_read)
+            result = await run_benchmark(c, baseline=baseline, chat=chat,
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
+            if chat is None and not raw:
+                result.chat_template = NO_TEMPLATE
+            published = self._published()
+            if published is not None:
+                result.published_accept_len, result.published_source = published.accept_len, published.source
             await asyncio.sleep(BENCH_LOG_GRACE_S)  # the follower delivers the window's last lines
             result.accept_len_log = self._log_accept_len(t_start, time.time())
         except UserError as err:
@@ -703,6 +734,34 @@ class Session:
         self.telemetry.mark(time.time(), "baseline" if baseline else "benchmark")
         self._emit(BenchFinished(result, None))
         return result
+
+    async def served_concurrency(self) -> tuple[int, str]:
+        """The requests the server runs at once now: its decode lines' #running-req (mean over the live window),
+        else /metrics' num_running_reqs; and what said it. UserError when neither shows any."""
+        mean = self.telemetry.summary(LIVE_WINDOW_S).means.get("running_req")
+        if mean is not None and mean >= 0.5:
+            return max(1, round(mean)), f"the server log's #running-req, mean {mean:.1f} over {LIVE_WINDOW_S:.0f} s"
+        with contextlib.suppress(UserError):
+            running = (await (await self.client()).metrics()).total("sglang:num_running_reqs")
+            if running is not None and running >= 1:
+                return round(running), f"/metrics sglang:num_running_reqs {running:.0f}"
+        raise UserError("no running requests seen (no decode line with #running-req in the last "
+                        f"{LIVE_WINDOW_S:.0f} s, none in /metrics): give the concurrency with -c N")
+
+    def _published(self) -> Published | None:
+        """The draft's published accept length (its config.json, else its README.md), when it says one."""
+        import json
+
+        from eagle3_tui.eagle.published import published_accept_length
+
+        t = self.target
+        try:
+            cfg = json.loads(t.draft_text) if t.draft_text else None
+        except ValueError:
+            cfg = None
+        return published_accept_length(cfg if isinstance(cfg, dict) else None, t.draft_card,
+                                       config_name=t.draft_config_path or "config.json",
+                                       card_name=t.draft_card_path or "README.md")
 
     def _log_accept_len(self, t0: float, t1: float) -> float | None:
         vals = [v for _, v in self.telemetry.series["accept_len"].window(t0, t1)]

@@ -82,12 +82,17 @@ class SweepStep:
     tok_s: float | None = None
     error: str | None = None
     seconds: float = 0.0
+    prompt_format: str | None = None
+    """The benchmark's prompts: "chat" (the served template) or "raw"."""
+    concurrency: int | None = None
+    """Requests in flight during the benchmark (the cost model's batch)."""
 
     def to_dict(self) -> dict[str, Any]:
         s, k, d = self.config
         return {"steps": s, "topk": k, "draft_tokens": d, "predicted_accept_len": self.predicted,
                 "accept_len": self.accept_len, "tok_s": self.tok_s, "error": self.error,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2), "prompt_format": self.prompt_format,
+                "concurrency": self.concurrency}
 
 
 @dataclass
@@ -173,7 +178,8 @@ class Sweep:
             made = not first or self.session.can_rollback() == name
             return SweepStep(cfg, predicted, error=str(err), seconds=time.monotonic() - t0), made
         return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps,
-                         seconds=time.monotonic() - t0), True
+                         seconds=time.monotonic() - t0, prompt_format=bench.prompt_format,
+                         concurrency=bench.concurrency), True
 
     def _record(self, step: SweepStep, index: int) -> None:
         s, k, d = step.config

@@ -20,6 +20,7 @@ import httpx
 from eagle3_tui.errors import UserError
 from eagle3_tui.readers import kind_of, parse_json, sub_object
 from eagle3_tui.sglang.promtext import MetricSample, read_samples_lenient
+from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set, percentile
 
 # Built-in benchmark prompts: short, varied, plain English (the sim's tokenizer and real models alike).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -129,6 +130,15 @@ class BenchResult:
     baseline: bool = False
     started_at: float = 0.0
     error_messages: list[str] = field(default_factory=list)
+    prompt_format: str = "raw"
+    """"chat": each prompt sent as one user turn in the served chat template; "raw": as bare text."""
+    chat_template: str | None = None
+    """Which template and how it was sent (rendered here to /generate, or the server's /v1/chat/completions)."""
+    sets: list[SetAccept] = field(default_factory=list)
+    """Per-request accept length by prompt set (the requests whose answer carried it)."""
+    published_accept_len: float | None = None
+    published_source: str | None = None
+    """The draft's published accept length (its config or model card) and where it was read."""
 
     @property
     def accept_len(self) -> float | None:
@@ -142,7 +152,26 @@ class BenchResult:
         d = asdict(self)
         d["accept_len"] = self.accept_len
         d["error_messages"] = self.error_messages[:5]
+        d["sets"] = [x.to_dict() for x in self.sets]
         return d
+
+
+@dataclass
+class ChatMode:
+    """How a benchmark sends chat. The server's own /v1/chat/completions is exact (its template, its tokens)
+    and is used where it answers each request's spec fields (`sglext.spec_tokens_details`, SGLang 0.5.20+);
+    elsewhere `render` turns a prompt into the served template's text, sent to /generate, whose meta_info has
+    them on every release (the tokenizer then adds its BOS in front, one token more than the chat endpoint's).
+    `template` says which template; `route` is set by the benchmark once it knows."""
+
+    template: str
+    render: Callable[[str], str] | None = None
+    route: str = ""
+
+    def describe(self) -> str:
+        how = {"endpoint": "sent to /v1/chat/completions (the server applies it)",
+               "render": "rendered here, sent to /generate"}.get(self.route, "")
+        return f"{self.template}; {how}" if how else self.template
 
 
 # ---------------------------------------------------------------- pure parsing
@@ -200,21 +229,47 @@ def aggregate_ranks(ranks: Sequence[tuple[float | None, float | None]]) -> tuple
     return (sum(accs) / len(accs) if accs else None), total
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100), as numpy's default; None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
+    """A chat completion as a GenerateResult: usage's completion tokens, and the spec fields of
+    `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = first.get("message")
+    msg: dict[str, Any] = message if isinstance(message, dict) else {}
+    meta: dict[str, Any] = dict(first["meta_info"]) if isinstance(first.get("meta_info"), dict) else {}
+    ext = data.get("sglext")
+    details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
+    if isinstance(details, list):
+        details = details[0] if details else None
+    if isinstance(details, dict):
+        meta.update({k: v for k, v in details.items() if k.startswith("spec_")})
+    usage = data.get("usage")
+    ct = (usage if isinstance(usage, dict) else {}).get("completion_tokens", meta.get("completion_tokens"))
+    return GenerateResult(text=str(msg.get("content") or ""), latency_s=latency_s,
+                          completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0, meta_info=meta)
+
+
+SET_KEYS = ("set", "category", "subset", "dataset", "source", "task")
+"""Fields a prompts file may name each prompt's set by (MT-Bench's `category`, a mix's `dataset`/`source`)."""
+DEFAULT_SET = ALL
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One benchmark prompt and the set it belongs to (its accept length is summarised per set)."""
+
+    text: str
+    set: str = DEFAULT_SET
 
 
 def load_prompts(text: str) -> list[str]:
     """Prompts from a file: JSON lines with "prompt"/"text", a JSON list, or one prompt per line."""
+    return [p.text for p in load_prompt_sets(text)]
+
+
+def load_prompt_sets(text: str) -> list[Prompt]:
+    """`load_prompts` with each prompt's set: an object's "set" (or "category", "subset", "dataset",
+    "source", "task") field; a prompt without one (a plain line, a string) is in the set "all"."""
     stripped = text.strip()
     if not stripped:
         raise UserError("the prompts file is empty")
@@ -223,25 +278,36 @@ def load_prompts(text: str) -> list[str]:
             data = json.loads(stripped)
         except json.JSONDecodeError as err:
             raise UserError(f"the prompts file is not valid JSON: {err.msg} (line {err.lineno})") from None
-        out = [_prompt_of(x) for x in data]
-        return [p for p in out if p]
-    out = []
-    for n, line in enumerate(stripped.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("{"):
-            try:
-                p = _prompt_of(json.loads(line))
-            except json.JSONDecodeError:
-                raise UserError(f"prompts file line {n} is not valid JSON") from None
-            if p:
-                out.append(p)
-        else:
-            out.append(line)
+        out = [_prompt_in_set(x) for x in data]
+        out = [p for p in out if p.text]
+    else:
+        out = []
+        for n, line in enumerate(stripped.splitlines(), 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    p = _prompt_in_set(json.loads(line))
+                except json.JSONDecodeError:
+                    raise UserError(f"prompts file line {n} is not valid JSON") from None
+                if p.text:
+                    out.append(p)
+            else:
+                out.append(Prompt(line))
     if not out:
         raise UserError("the prompts file holds no prompts")
     return out
+
+
+def _prompt_in_set(item: Any) -> Prompt:
+    text = _prompt_of(item)
+    if isinstance(item, dict):
+        for key in SET_KEYS:
+            v = item.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip():
+                return Prompt(text, str(v).strip())
+    return Prompt(text)
 
 
 def _prompt_of(item: Any) -> str:
@@ -251,7 +317,10 @@ def _prompt_of(item: Any) -> str:
         for key in ("prompt", "text", "input"):
             if isinstance(item.get(key), str):
                 return item[key]
-    raise UserError("each prompt must be a string or an object with a \"prompt\" or \"text\" field")
+        turns = item.get("turns")  # MT-Bench's question.jsonl: the first turn
+        if isinstance(turns, list) and turns and isinstance(turns[0], str):
+            return turns[0]
+    raise UserError("each prompt must be a string or an object with a \"prompt\", \"text\" or \"turns\" field")
 
 
 # ---------------------------------------------------------------- the client
@@ -380,6 +449,29 @@ class SGLangClient:
             meta_info=dict(meta),
         )
 
+    async def chat(self, prompt: str, *, max_tokens: int = 64, temperature: float = 0.0,
+                   ignore_eos: bool = True) -> GenerateResult:
+        """POST /v1/chat/completions, one user turn; the server applies its own chat template. Asks for the
+        per-request spec fields (`return_spec_tokens_details`, SGLang 0.5.20+: `sglext.spec_tokens_details`);
+        older releases ignore the field and the result has no per-request accept length."""
+        body = {"model": "default", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                "temperature": temperature, "ignore_eos": ignore_eos, "return_spec_tokens_details": True}
+        t0 = time.perf_counter()
+        r = await self._request("POST", "/v1/chat/completions", json=body)
+        dt = time.perf_counter() - t0
+        if r.status_code == 404:
+            raise UserError(f"the server at {self.base_url} has no /v1/chat/completions and no chat template was "
+                            "read from its tokenizer: benchmark with --raw")
+        if r.status_code != 200:
+            raise ServerUnavailable(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:200].strip()}")
+        try:
+            data = parse_json(r.content, "the server's /v1/chat/completions answer")
+        except json.JSONDecodeError:
+            raise UserError("the server's /v1/chat/completions answer is not JSON") from None
+        if not isinstance(data, dict):
+            raise UserError(f"the server's /v1/chat/completions answer is a JSON {kind_of(data)}, not an object")
+        return chat_result(data, dt)
+
     async def flush_cache(self) -> bool:
         """POST /flush_cache; False when the server refused (requests still running)."""
         r = await self._request("POST", "/flush_cache")
@@ -400,9 +492,33 @@ class SGLangClient:
         return r.status_code, r.text
 
 
+async def _send(client: SGLangClient, text: str, chat: ChatMode | None, max_tokens: int) -> GenerateResult:
+    """One benchmark request: raw to /generate, the server's chat endpoint, or rendered chat to /generate."""
+    if chat is None:
+        return await client.generate(text, max_new_tokens=max_tokens)
+    if chat.route == "render" and chat.render is not None:
+        return await client.generate(chat.render(text), max_new_tokens=max_tokens)
+    return await client.chat(text, max_tokens=max_tokens)
+
+
+async def choose_chat_route(client: SGLangClient, chat: ChatMode, prompt: str) -> None:
+    """One short chat request: the endpoint where its answer carries the per-request spec fields (or where
+    nothing can be rendered here), else rendering here. A template that cannot render is one error now."""
+    if chat.render is None:
+        chat.route = "endpoint"
+        return
+    chat.render(prompt)
+    try:
+        probe = await client.chat(prompt, max_tokens=2)
+    except UserError:  # no chat endpoint (404), or it refused (no template on its side)
+        chat.route = "render"
+        return
+    chat.route = "endpoint" if probe.spec_verify_ct is not None else "render"
+
+
 async def run_benchmark(
     client: SGLangClient,
-    prompts: Sequence[str] | None = None,
+    prompts: Sequence[str | Prompt] | None = None,
     *,
     num_prompts: int | None = None,
     concurrency: int = 4,
@@ -410,25 +526,32 @@ async def run_benchmark(
     flush: bool = True,
     baseline: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    chat: ChatMode | None = None,
 ) -> BenchResult:
     """Send N prompts with at most C in flight; client tok/s, latency p50/p90, spec fields.
 
-    Failed requests are counted, not fatal; a run where every request failed raises ServerUnavailable.
+    `chat`: each prompt as one user turn in the served chat template (rendered here and sent to /generate,
+    which answers every release's per-request spec fields; else the server's /v1/chat/completions);
+    None sends the prompts raw. Failed requests are counted, not fatal; a run where every request failed
+    raises ServerUnavailable.
     """
-    base = list(prompts) if prompts else list(BUILTIN_PROMPTS)
+    base = [p if isinstance(p, Prompt) else Prompt(p) for p in (prompts or BUILTIN_PROMPTS)]
     n = num_prompts if num_prompts is not None else len(base)
     if n <= 0 or concurrency <= 0 or max_tokens <= 0:
         raise UserError("benchmark needs positive -n, -c and --max-tokens")
     work = [base[i % len(base)] for i in range(n)]
+    if chat is not None:
+        await choose_chat_route(client, chat, work[0].text)
     if flush:
         try:
             await client.flush_cache()
         except ServerUnavailable:
             pass
-    queue: asyncio.Queue[str] = asyncio.Queue()
+    queue: asyncio.Queue[Prompt] = asyncio.Queue()
     for p in work:
         queue.put_nowait(p)
     results: list[GenerateResult] = []
+    per_request: list[tuple[str, float]] = []
     errors: list[str] = []
     done = 0
 
@@ -440,7 +563,10 @@ async def run_benchmark(
             except asyncio.QueueEmpty:
                 return
             try:
-                results.append(await client.generate(prompt, max_new_tokens=max_tokens))
+                got = await _send(client, prompt.text, chat, max_tokens)
+                results.append(got)
+                if got.spec_verify_ct and got.spec_accept_length is not None:
+                    per_request.append((prompt.set, got.spec_accept_length))
             except UserError as err:
                 errors.append(str(err))
             done += 1
@@ -479,4 +605,7 @@ async def run_benchmark(
         baseline=baseline,
         started_at=started,
         error_messages=errors,
+        prompt_format="raw" if chat is None else "chat",
+        chat_template=None if chat is None else chat.describe(),
+        sets=accept_by_set(per_request),
     )

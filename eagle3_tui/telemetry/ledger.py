@@ -124,6 +124,12 @@ class LedgerRow:
         return engine_label(self.config)
 
     @property
+    def prompt_format(self) -> str | None:
+        """A benchmark's "chat" (the served chat template) or "raw"; None for rows written before the field."""
+        v = self.results.get("prompt_format")
+        return v if v in ("chat", "raw") else None
+
+    @property
     def is_baseline(self) -> bool:
         return self.kind == "baseline" or self.results.get("baseline") is True or self.config.get("baseline") is True
 
@@ -356,7 +362,8 @@ def _cells(rows: Sequence[LedgerRow]) -> list[list[str]]:
         table.append([
             str(r.id),
             time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.ts)),
-            r.kind + (" (baseline)" if r.is_baseline and r.kind != "baseline" else ""),
+            r.kind + (" (baseline)" if r.is_baseline and r.kind != "baseline" else "")
+            + (f" ({r.prompt_format})" if r.prompt_format else ""),
             r.host,
             config_summary(r.config),
             f"{acc:.2f}" if acc is not None else (f"{pred:.2f} predicted" if pred is not None else ""),

@@ -20,7 +20,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eagle3_tui.engines.base import SpecStats
 from eagle3_tui.sglang.logline import DecodeStats
@@ -176,6 +176,8 @@ class MetricsSummary:
     num_steps: int | None
     baseline_tps: float | None
     speedup: float | None  # mean gen tok/s in the window ÷ baseline
+    peaks: dict[str, float | None] = field(default_factory=dict)
+    """The largest value of each series in the window (the running requests a batch reached)."""
 
     @property
     def accept_len(self) -> float | None:
@@ -299,6 +301,7 @@ class Telemetry:
         since = -math.inf if self.run_since is None else self.run_since
         means: dict[str, float | None] = {}
         last: dict[str, float | None] = {}
+        peaks: dict[str, float | None] = {}
         window_lines = 0
         for name, ring in self.series.items():
             newest = ring.last()
@@ -308,6 +311,7 @@ class Telemetry:
                 continue
             vals = [v for _, v in ring.window(max(last_t - window_s, since), None)]
             means[name] = sum(vals) / len(vals) if vals else None
+            peaks[name] = max(vals) if vals else None
             if name == "gen_tps":
                 window_lines = max(window_lines, len(vals))
             elif name == "accept_len":
@@ -322,4 +326,5 @@ class Telemetry:
             num_steps=self.num_steps,
             baseline_tps=self.baseline_tps,
             speedup=speedup(means.get("gen_tps"), self.baseline_tps),
+            peaks=peaks,
         )

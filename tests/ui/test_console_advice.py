@@ -20,9 +20,10 @@ from eagle3_tui.ui.themes import builtin_theme_dir
 from tests.ui.recorded import clock_of, recorded_predict_report, recorded_session, until_ready
 
 BASELINE_TPS = 38.4  # the demo's no-speculation benchmark
-COST = CostModel(t0=1 / BASELINE_TPS, c_verify=0.0004, c_draft=0.0015, calibrated_on=0, baseline=True)
+LOAD = 5  # the recorded server's decode lines: about five requests in flight (the cost model advises at that load)
+COST = CostModel(t0=1 / BASELINE_TPS, c_verify=0.0001 / LOAD, c_draft=0.0015 / LOAD / 4, calibrated_on=0, baseline=True)
 ACCEPT = {(1, 1, 2): 1.4545, (3, 4, 8): 2.2069, (5, 4, 16): 2.6667, (3, 1, 4): 1.8113}
-MEASURED = {cfg: (acc, COST.tok_s(cfg, acc)) for cfg, acc in ACCEPT.items()}
+MEASURED = {cfg: (acc, COST.tok_s(cfg, acc, LOAD)) for cfg, acc in ACCEPT.items()}
 
 
 def advised_session(tmp: Path) -> Session:
@@ -33,7 +34,7 @@ def advised_session(tmp: Path) -> Session:
         session.check = report
         session.telemetry.baseline_tps = BASELINE_TPS  # what a baseline benchmark sets
         for i, (cfg, (acc, tps)) in enumerate(MEASURED.items()):
-            step = SweepStep(cfg, None, acc, tps)
+            step = SweepStep(cfg, None, acc, tps, concurrency=LOAD)
             session.records.record("sweep", session.config_snapshot(), step.to_dict(), f"sweep {i + 1}/{len(MEASURED)}")
         await session.refresh_findings()
 

@@ -22,6 +22,7 @@ from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.chat_template import TrainedTemplate
     from eagle3_tui.sglang.client import BenchResult
     from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.telemetry.metrics import MetricsSummary
@@ -56,6 +57,12 @@ class FactsSnapshot:
     """The newest acceptance rate per draft position (vLLM's)."""
     launch_env: dict[str, str] | None = None
     """The server's environment as its launch spec keeps it (SGLANG_*, NCCL_*, HF_*, CUDA_VISIBLE_DEVICES)."""
+    trained_template: TrainedTemplate | None = None
+    """The training data's chat template (its data_config.json), when the data was read."""
+    baseline_batch: int | None = None
+    """The newest baseline benchmark's concurrency (the ledger's)."""
+    bench_format: tuple[str, str] | None = None
+    """The latest benchmark's prompt format ("chat" or "raw") and where that was seen; None: none known."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -104,6 +111,11 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     # decode's boundaries where graphed decode replays others (ids reaching prefill only): they decide it
     f.predicted_accept_len = predicted_accept_len(snap.check, s.decode_boundaries or s.boundaries, served)
     _advice(f, snap)
+    f.trained_template = snap.trained_template
+    f.served_template = t.chat_template
+    f.served_template_read = t.tokenizer_read
+    if snap.bench_format is not None:
+        f.bench_prompt_format, f.bench_source = snap.bench_format
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
@@ -199,7 +211,13 @@ def _live(f: Facts, snap: FactsSnapshot) -> None:
         f.log_decode_lines = live.decode_lines
         if live.decode_lines:
             f.log_has_accept_stats = snap.accept_points > 0
+    if live is not None:
+        f.running_reqs_mean = live.means.get("running_req")
+        f.running_reqs_peak = live.peaks.get("running_req")
+    f.baseline_batch = snap.baseline_batch
     bench = snap.last_bench
+    if bench is not None:
+        f.bench_concurrency = bench.concurrency
     if bench is not None and not bench.baseline and snap.server.speculative:
         f.live_gen_tps = bench.output_tps
         f.live_source = "benchmark"

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from eagle3_tui.eagle.chat_template import ServedTemplate, served_template
 from eagle3_tui.engines import Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.host.hfcache import hub_cache_dir, repo_id_of, resolve_model_path
@@ -62,6 +63,13 @@ class TargetInfo:
     no release: it runs without CUDA graphs and has its own embed-capture flag)."""
     unresolved: list[str] = field(default_factory=list)
     """One sentence per launch-command model path that could not be found (a repo id not in the cache)."""
+    chat_template: ServedTemplate | None = None
+    """The chat template the server applies (its tokenizer's, or `--chat-template`); None: it has none."""
+    draft_card: str | None = None
+    """The draft folder's README.md (its model card), for the accept length its authors published."""
+    draft_card_path: str | None = None
+    tokenizer_read: bool = False
+    """Whether the served tokenizer folder was found (then `chat_template` None means it has none)."""
 
 # Prints one JSON line per safetensors file of a draft dir: name, size, the first 8 + n bytes (base64).
 _HEADERS = r"""
@@ -216,8 +224,17 @@ async def read_target(host: Host, spec: LaunchSpec | None, profile: Profile) -> 
         with contextlib.suppress(UserError):
             t.draft_text = await host.read_text(path)
             t.draft_config_path = path
+        card = posixpath.join(draft_dir, "README.md")
+        with contextlib.suppress(UserError):
+            t.draft_card = (await host.read_text(card))[:200_000]
+            t.draft_card_path = card
     if model_dir:
         await _read_target_config(host, model_dir, t)
+        tok_dir = _resolve(args.flag_value("--tokenizer-path"), spec.cwd if spec else None) if args else None
+        t.chat_template = await read_chat_template(host, tok_dir or model_dir, args, spec.cwd if spec else None)
+        t.tokenizer_read = t.chat_template is not None or any(
+            [await _exists(host, posixpath.join(tok_dir or model_dir, n)) for n in ("tokenizer_config.json",
+                                                                               "tokenizer.json")])
     if draft_dir:
         await _read_checkpoint(host, draft_dir, t)
     if spec is not None and not _is_sglang(spec):
@@ -401,6 +418,36 @@ async def _read_target_config(host: Host, model_dir: str, t: TargetInfo) -> None
     t.target_rope_theta = float(rt) if isinstance(rt, (int, float)) else None
     t.target_config_path = path
     t.target_config = cfg
+
+
+async def _exists(host: Host, path: str) -> bool:
+    try:
+        return await host.exists(path)
+    except UserError:
+        return False
+
+
+async def read_chat_template(
+    host: Host, tokenizer_dir: str, args: launch.LaunchArgs | None, cwd: str | None
+) -> ServedTemplate | None:
+    """The served chat template: `--chat-template` (a file read, else a built-in name), else the tokenizer
+    folder's chat_template.jinja / chat_template.json / tokenizer_config.json (best effort)."""
+
+    async def text(path: str | None) -> str | None:
+        if not path:
+            return None
+        try:
+            return await host.read_text(path)
+        except UserError:
+            return None
+
+    flag = args.flag_value("--chat-template") if args is not None else None
+    return served_template(
+        await _read_json(host, posixpath.join(tokenizer_dir, "tokenizer_config.json")), tokenizer_dir,
+        jinja_file=await text(posixpath.join(tokenizer_dir, "chat_template.jinja")),
+        json_file=await text(posixpath.join(tokenizer_dir, "chat_template.json")),
+        flag=flag, flag_text=await text(_resolve(flag, cwd)) if flag and ("/" in flag or "." in flag) else None,
+    )
 
 
 async def _read_checkpoint(host: Host, draft_dir: str, t: TargetInfo) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eagle3_tui.eagle.chat_template import TrainedTemplate, trained_template
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.host import Host
 from eagle3_tui.session.check.job import run_shipped
@@ -80,6 +81,8 @@ class TrainingData:
     head: DataHead | None = None
     note: str = ""
     """How the slots are known, or why they are not."""
+    template: TrainedTemplate | None = None
+    """The chat template the data was made with, as its data_config.json records it (None: not recorded)."""
 
     def summary(self) -> str:
         h = self.head
@@ -144,6 +147,19 @@ async def read_head(host: Host, python: str, glob: str) -> DataHead:
         raise UserError(f"{python} on {host.name} cannot read the training data: {out['missing']} (it needs torch "
                         f"and safetensors; set remote_python in the profile)")
     return DataHead.from_json(glob, out["head"])
+
+
+async def read_trained_template(host: Host, first_file: str) -> TrainedTemplate | None:
+    """The data's chat template from the data_config.json beside its first file (speculators' generator writes
+    one), best effort: none there, or one that names no template, is None."""
+    import posixpath
+
+    path = posixpath.join(posixpath.dirname(first_file), "data_config.json")
+    try:
+        cfg = json.loads(await host.read_text(path))
+    except (UserError, ValueError):
+        return None
+    return trained_template(cfg, path) if isinstance(cfg, dict) else None
 
 
 def unknown_line() -> str:
