@@ -171,7 +171,8 @@ def test_a_corrupt_ledger_is_said_by_bench(fake_sglang):
     data = prof.parent / "data"
     data.mkdir(exist_ok=True)
     (data / "ledger.sqlite3").write_bytes(b"not a database at all " * 200)
-    r = cli(prof, "here", "bench", "-n", "2", "-c", "1", "--max-tokens", "4", timeout=120)
+    # --raw: the fake answers /generate's shape on every path (its chat endpoint is garbage, another test's case)
+    r = cli(prof, "here", "bench", "--raw", "-n", "2", "-c", "1", "--max-tokens", "4", timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "output tok/s" in r.stdout
     assert "eagle3-tui: warning: " in r.stderr and "this benchmark run is not recorded" in r.stderr, r.stderr

@@ -470,6 +470,9 @@ class SGLangClient:
             raise UserError("the server's /v1/chat/completions answer is not JSON") from None
         if not isinstance(data, dict):
             raise UserError(f"the server's /v1/chat/completions answer is a JSON {kind_of(data)}, not an object")
+        choices = data.get("choices")
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+            raise UserError("the server's /v1/chat/completions answer has no choices")
         return chat_result(data, dt)
 
     async def flush_cache(self) -> bool:
