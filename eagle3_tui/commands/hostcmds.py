@@ -336,6 +336,8 @@ def format_bench(r: BenchResult, baseline_tps: float | None) -> str:
         f"  accept length     {f(r.accept_len)} (requests {f(r.accept_len_client)}, log {f(r.accept_len_log)}, "
         f"server {f(r.accept_len_server)})",
     ]
+    if r.per_position:
+        lines.append("  per position      " + " ".join(f"{v:.2f}" for v in r.per_position) + " (the requests')")
     if r.sets:
         lines.append("  per request       accept length: requests, mean, p10 / p50 / p90 (by prompt set)")
         width = max(len(x.name) for x in r.sets)

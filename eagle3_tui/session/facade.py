@@ -698,8 +698,10 @@ class Session:
 
     async def benchmark(self, *, baseline: bool = False, raw: bool = False, **opts: Any) -> BenchResult:
         """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s).
-        Prompts go as chat in the served model's template unless `raw` (the ledger row says which)."""
+        Prompts go as chat in the served model's template unless `raw` (the ledger row says which), through
+        the serving engine's API (`senders.bench_sender`)."""
         from eagle3_tui.session.chat import NO_TEMPLATE, chat_mode
+        from eagle3_tui.session.senders import bench_sender
         from eagle3_tui.sglang.client import run_benchmark
 
         if self.server.state not in ("ready", "unknown"):
@@ -715,7 +717,7 @@ class Session:
             t_start = time.time()
             chat = None if raw else chat_mode(self.target.chat_template,
                                               tokenizer_read=self.target.tokenizer_read)
-            result = await run_benchmark(c, baseline=baseline, chat=chat,
+            result = await run_benchmark(c, baseline=baseline, sender=bench_sender(self.engine, chat),
                                          on_progress=lambda d, t: self._emit(BenchProgress(d, t)), **opts)
             if chat is None and not raw:
                 result.chat_template = NO_TEMPLATE

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -91,6 +91,11 @@ class GenerateResult:
     latency_s: float
     completion_tokens: int
     meta_info: dict[str, Any]
+    spec_tokens: int | None = None
+    """The tokens its verify steps produced (vLLM: steps + accepted drafts, its prefill token aside); None:
+    completion_tokens (SGLang counts every output token against its verify steps)."""
+    per_position: tuple[float, ...] = ()
+    """The fraction of its verify steps that accepted each draft position (where the engine says it)."""
 
     @property
     def spec_verify_ct(self) -> int | None:
@@ -139,6 +144,8 @@ class BenchResult:
     published_accept_len: float | None = None
     published_source: str | None = None
     """The draft's published accept length (its config or model card) and where it was read."""
+    per_position: list[float] = field(default_factory=list)
+    """Per-position acceptance over the requests that report it (vLLM), weighted by their verify steps."""
 
     @property
     def accept_len(self) -> float | None:
@@ -227,6 +234,21 @@ def aggregate_ranks(ranks: Sequence[tuple[float | None, float | None]]) -> tuple
         return sum(a * t for a, t in weighted) / sum(t for _, t in weighted), total
     accs = [a for a, _ in ranks if a is not None]
     return (sum(accs) / len(accs) if accs else None), total
+
+
+def error_message(text: str) -> str:
+    """An error answer's message: `error.message` (OpenAI style), `message` or `detail`, else its text; one line."""
+    msg: Any = None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+        msg = msg or data.get("message") or data.get("detail")
+    shown = str(msg) if isinstance(msg, str) and msg else text
+    return " ".join(shown.split())[:200]
 
 
 def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
@@ -388,6 +410,19 @@ class SGLangClient:
         except json.JSONDecodeError:
             raise UserError(f"the server's {path} answer is not JSON") from None
 
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> tuple[Any, float]:
+        """A POST answered 200 with JSON, and its latency; ServerUnavailable with the server's own error
+        message (an OpenAI-style `{"error": {"message": ...}}`) otherwise."""
+        t0 = time.perf_counter()
+        r = await self._request("POST", path, json=dict(body))
+        dt = time.perf_counter() - t0
+        if r.status_code != 200:
+            raise ServerUnavailable(f"{path} answered HTTP {r.status_code}: {error_message(r.text)}")
+        try:
+            return parse_json(r.content, f"the server's {path} answer"), dt
+        except json.JSONDecodeError:
+            raise UserError(f"the server's {path} answer is not JSON") from None
+
     async def server_info(self) -> dict[str, Any]:
         """`/server_info`, or `/get_server_info` on builds before 0.5.6 (remembered once found)."""
         paths = [self._info_path] if self._info_path else ["/server_info", "/get_server_info"]
@@ -519,6 +554,59 @@ async def choose_chat_route(client: SGLangClient, chat: ChatMode, prompt: str) -
     chat.route = "endpoint" if probe.spec_verify_ct is not None else "render"
 
 
+class Sender(Protocol):
+    """How a benchmark's requests reach one engine's API: the seam between the engine-neutral benchmark loop
+    and an engine's endpoints. `prompt_format` is "chat" or "raw"; `describe()` says which template and how
+    it was sent (None for raw)."""
+
+    prompt_format: str
+
+    async def prepare(self, client: SGLangClient, first: str) -> None:
+        """Once before the run (a route probe, the served model's name); UserError stops the run."""
+
+    async def flush(self, client: SGLangClient) -> None:
+        """Empty the server's prefix cache where it can; never raises."""
+
+    async def send(self, client: SGLangClient, text: str, max_tokens: int) -> GenerateResult:
+        """One request; UserError (ServerUnavailable included) counts it failed."""
+
+    def describe(self) -> str | None: ...
+
+
+class SGLangSender:
+    """SGLang: raw to /generate; chat to its /v1/chat/completions or rendered here to /generate (`ChatMode`)."""
+
+    def __init__(self, chat: ChatMode | None) -> None:
+        self.chat = chat
+        self.prompt_format = "raw" if chat is None else "chat"
+
+    async def prepare(self, client: SGLangClient, first: str) -> None:
+        if self.chat is not None:
+            await choose_chat_route(client, self.chat, first)
+
+    async def flush(self, client: SGLangClient) -> None:
+        try:
+            await client.flush_cache()
+        except ServerUnavailable:
+            pass
+
+    async def send(self, client: SGLangClient, text: str, max_tokens: int) -> GenerateResult:
+        return await _send(client, text, self.chat, max_tokens)
+
+    def describe(self) -> str | None:
+        return None if self.chat is None else self.chat.describe()
+
+
+def weighted_positions(results: Sequence[GenerateResult]) -> list[float]:
+    """Per-position acceptance over requests, each weighted by its verify steps (the counters' ratio)."""
+    rows = [(r.per_position, r.spec_verify_ct or 0) for r in results if r.per_position and r.spec_verify_ct]
+    steps = sum(n for _, n in rows)
+    width = max((len(p) for p, _ in rows), default=0)
+    if not steps:
+        return []
+    return [sum(p[i] * n for p, n in rows if i < len(p)) / steps for i in range(width)]
+
+
 async def run_benchmark(
     client: SGLangClient,
     prompts: Sequence[str | Prompt] | None = None,
@@ -530,12 +618,13 @@ async def run_benchmark(
     baseline: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     chat: ChatMode | None = None,
+    sender: Sender | None = None,
 ) -> BenchResult:
     """Send N prompts with at most C in flight; client tok/s, latency p50/p90, spec fields.
 
     `chat`: each prompt as one user turn in the served chat template (rendered here and sent to /generate,
     which answers every release's per-request spec fields; else the server's /v1/chat/completions);
-    None sends the prompts raw. Failed requests are counted, not fatal; a run where every request failed
+    None sends the prompts raw. `sender`: another engine's requests (it replaces `chat`). Failed requests are counted, not fatal; a run where every request failed
     raises ServerUnavailable.
     """
     base = [p if isinstance(p, Prompt) else Prompt(p) for p in (prompts or BUILTIN_PROMPTS)]
@@ -543,13 +632,10 @@ async def run_benchmark(
     if n <= 0 or concurrency <= 0 or max_tokens <= 0:
         raise UserError("benchmark needs positive -n, -c and --max-tokens")
     work = [base[i % len(base)] for i in range(n)]
-    if chat is not None:
-        await choose_chat_route(client, chat, work[0].text)
+    how: Sender = sender if sender is not None else SGLangSender(chat)
+    await how.prepare(client, work[0].text)
     if flush:
-        try:
-            await client.flush_cache()
-        except ServerUnavailable:
-            pass
+        await how.flush(client)
     queue: asyncio.Queue[Prompt] = asyncio.Queue()
     for p in work:
         queue.put_nowait(p)
@@ -566,7 +652,7 @@ async def run_benchmark(
             except asyncio.QueueEmpty:
                 return
             try:
-                got = await _send(client, prompt.text, chat, max_tokens)
+                got = await how.send(client, prompt.text, max_tokens)
                 results.append(got)
                 if got.spec_verify_ct and got.spec_accept_length is not None:
                     per_request.append((prompt.set, got.spec_accept_length))
@@ -584,7 +670,8 @@ async def run_benchmark(
         raise ServerUnavailable(f"every benchmark request failed: {errors[0] if errors else 'no answer'}")
     out_tokens = sum(r.completion_tokens for r in results)
     verify = sum(r.spec_verify_ct or 0 for r in results)
-    spec_tokens = sum(r.completion_tokens for r in results if r.spec_verify_ct)
+    spec_tokens = sum(r.completion_tokens if r.spec_tokens is None else r.spec_tokens
+                      for r in results if r.spec_verify_ct)
     lat = [r.latency_s for r in results]
     server_len: float | None = None
     try:
@@ -608,7 +695,8 @@ async def run_benchmark(
         baseline=baseline,
         started_at=started,
         error_messages=errors,
-        prompt_format="raw" if chat is None else "chat",
-        chat_template=None if chat is None else chat.describe(),
+        prompt_format=how.prompt_format,
+        chat_template=how.describe(),
         sets=accept_by_set(per_request),
+        per_position=weighted_positions(results),
     )
