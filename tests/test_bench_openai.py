@@ -23,7 +23,14 @@ from eagle3_tui.commands.hostcmds import format_bench
 from eagle3_tui.engines import get_engine
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.senders import OpenAISender, bench_sender, openai_result
-from eagle3_tui.sglang.client import ChatMode, Prompt, SGLangClient, SGLangSender, ServerUnavailable, run_benchmark
+from eagle3_tui.sglang.client import (
+    ChatMode,
+    Prompt,
+    ServerUnavailable,
+    SGLangClient,
+    SGLangSender,
+    run_benchmark,
+)
 from eagle3_tui.vllm.api import request_spec
 
 SAMPLES = Path(__file__).parent / "vllm_samples"
