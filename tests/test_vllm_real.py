@@ -9,6 +9,7 @@ wiring's tests first, then the trained wiring's.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -384,3 +385,47 @@ async def test_the_demo_on_real_vllm(real_vllm: VllmLane, demo_world, tmp_path: 
         await demo_stop_and_close(session)
     assert pgid is not None and subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True,
                                                text=True).stdout.strip() == ""
+
+
+def test_bench_cli_on_real_vllm(real_vllm: VllmLane, tmp_path: Path) -> None:
+    """`eagle3-tui bench` on real vLLM: chat through its /v1/chat/completions (the server's template), each
+    request's accept length from its answer's metrics; their mean is the /metrics counters' over the run (nothing
+    else is served meanwhile) and the SpecDecoding lines' within a few %; the ledger row says vllm and chat."""
+    import sys
+
+    from eagle3_tui.telemetry.ledger import Ledger
+
+    server = real_vllm.server("trained")
+    prof = tmp_path / "hosts.toml"
+    prof.write_text(f'["localhost"]\nremote_python = "{sys.executable}"\nstate_dir = "{tmp_path}/state"\n')
+    env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
+    seen = len(_spec_lines(server))
+    before = metrics.read_counters(server.get("/metrics"))
+    r = subprocess.run([sys.executable, "-m", "eagle3_tui", "bench", "--local", "--port", str(server.port),
+                        "--profile", str(prof), "-n", "8", "-c", "2", "--max-tokens", "48", "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    win = metrics.window(before, metrics.read_counters(server.get("/metrics")), 1.0)
+    got = json.loads(r.stdout)
+    assert win is not None and win.mean_acceptance_length is not None
+    assert (got["ok"], got["errors"], got["prompt_format"]) == (8, 0, "chat"), got
+    assert "/v1/chat/completions" in got["chat_template"]
+    assert got["sets"][0]["name"] == "all" and got["sets"][0]["requests"] == 8
+    # the requests' own accept length and per-position rates are the counters' over the same window
+    assert got["accept_len_client"] == pytest.approx(win.mean_acceptance_length, rel=0.01)
+    assert got["per_position"] == pytest.approx(list(win.per_position), rel=0.01)
+    # the log's SpecDecoding lines over the run (logged every 2 s while the engine is busy)
+    deadline = time.monotonic() + 30
+    lines = _spec_lines(server, seen)
+    while time.monotonic() < deadline and sum(x.drafted or 0 for x in lines) < win.draft_tokens:
+        time.sleep(1)
+        lines = _spec_lines(server, seen)
+    accepted, drafted = sum(x.accepted or 0 for x in lines), sum(x.drafted or 0 for x in lines)
+    assert drafted == win.draft_tokens, (drafted, win.draft_tokens)
+    log_mean = 1 + accepted / drafted * (len(win.per_position))
+    assert got["accept_len_client"] == pytest.approx(log_mean, rel=0.03)
+    print(f"bench on vLLM: requests {got['accept_len_client']:.3f}, counters {win.mean_acceptance_length:.3f}, "
+          f"log {log_mean:.3f} (session's log mean {got['accept_len_log']}), per position {got['per_position']}")
+    row = Ledger(tmp_path / "data" / "ledger.sqlite3").rows()[-1]
+    assert row.kind == "benchmark" and row.prompt_format == "chat"
+    assert row.engine is not None and row.engine.split()[0] == "vllm", row.engine
