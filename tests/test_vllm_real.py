@@ -429,3 +429,22 @@ def test_bench_cli_on_real_vllm(real_vllm: VllmLane, tmp_path: Path) -> None:
     row = Ledger(tmp_path / "data" / "ledger.sqlite3").rows()[-1]
     assert row.kind == "benchmark" and row.prompt_format == "chat"
     assert row.engine is not None and row.engine.split()[0] == "vllm", row.engine
+
+    def bench(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "eagle3_tui", "bench", "--local", "--port", str(server.port),
+                               "--profile", str(prof), "-c", "1", *argv], capture_output=True, text=True, env=env,
+                              timeout=600)
+
+    raw = bench("--raw", "-n", "2", "--max-tokens", "16", "--json")  # /v1/completions
+    assert raw.returncode == 0, raw.stderr
+    got = json.loads(raw.stdout)
+    assert (got["ok"], got["prompt_format"], got["chat_template"]) == (2, "raw", None)
+    assert got["accept_len_client"] is not None and got["accept_len_client"] > 1
+    # past the served context (--max-model-len 1024): vLLM answers 400; every request failed, one sentence
+    long = bench("-n", "2", "--max-tokens", "2000")
+    assert long.returncode != 0 and long.stderr.count("\n") == 1, long.stderr
+    assert long.stderr.startswith("eagle3-tui: every benchmark request failed: /v1/chat/completions answered HTTP "
+                                  "400: "), long.stderr
+    print(f"raw: requests {got['accept_len_client']:.3f}; past the context: {long.stderr.strip()}")
+    rows = Ledger(tmp_path / "data" / "ledger.sqlite3").rows()
+    assert [(x.kind, x.prompt_format) for x in rows] == [("benchmark", "chat"), ("benchmark", "raw")]
