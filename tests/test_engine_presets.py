@@ -69,3 +69,20 @@ def test_flag_presets_rewrite_the_speculative_config() -> None:
     assert json.loads(moved[-1])["model"] == "/d2"
     with pytest.raises(UserError, match="num_speculative_tokens"):
         plan_flags(VLLM, Preset("x", "flags", flags={"speculative-num-steps": 2}), argv=ARGV)
+
+
+def test_a_sweep_on_vllm_serves_chains_in_vllms_terms() -> None:
+    """vLLM drafts a chain of num_speculative_tokens: the sweep keeps the grid's chains (steps/1/steps+1),
+    and serves each by rewriting num_speculative_tokens inside --speculative-config, every other token kept."""
+    from eagle3_tui.eagle.spec_config import SpecConfig
+    from eagle3_tui.session.sweep import config_argv, config_plan, servable
+
+    grid = [SpecConfig(3, 1, 4), SpecConfig(3, 4, 8), SpecConfig(5, 4, 16), SpecConfig(7, 1, 8), SpecConfig(2, 1, 2)]
+    assert servable(VLLM, grid) == [SpecConfig(3, 1, 4), SpecConfig(7, 1, 8)]
+    assert servable(get_engine("sglang"), grid) == grid
+    argv = config_argv(VLLM, SpecConfig(7, 1, 8), ARGV)
+    at = argv.index("--speculative-config")
+    assert json.loads(argv[at + 1]) == {**SPEC, "num_speculative_tokens": 7}
+    assert argv[:at] + argv[at + 2:] == ARGV[:at] + ARGV[at + 2:]
+    plan = config_plan(VLLM, "sweep 7/1/8", SpecConfig(7, 1, 8), ARGV)
+    assert plan.problems == [] and shlex.split(plan.after) == argv

@@ -151,6 +151,8 @@ class Engine(abc.ABC):
     process_titles: tuple[str, ...]
     """Title stems the engine's renamed children show in `ps` (match with startswith)."""
     reports_per_position: bool
+    chain_only: bool
+    """Drafts a chain only (steps = draft tokens - 1, topk 1): the configurations a sweep may serve."""
     default_port: int
     """The port a launch command without --port serves on."""
     info_path: str

@@ -109,6 +109,7 @@ class SGLangEngine(Engine):
     default_port = 30000
     info_path = "/server_info"
     reports_per_position = False
+    chain_only = False
 
     def is_launch(self, argv: Sequence[str]) -> bool:
         return sl.is_launch_command(argv)

@@ -97,6 +97,7 @@ class VLLMEngine(Engine):
     default_port = 8000
     info_path = "/version"
     reports_per_position = True
+    chain_only = True
 
     def is_launch(self, argv: Sequence[str]) -> bool:
         return vl.is_launch_command(argv)

@@ -77,7 +77,6 @@ from eagle3_tui.session.presets import (
     all_presets,
     builtin_presets,
     find_preset,
-    plan_flags,
     plan_layers,
 )
 from eagle3_tui.session.restart.restarter import Restarter
@@ -536,9 +535,7 @@ class Session:
         if preset.kind == "flags":
             if self._spec is None:
                 raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
-            if engine.name != "sglang":
-                return engine_presets.plan_flags(engine, preset, argv=self._spec.argv)
-            return plan_flags(preset, argv=self._spec.argv, target_arch=self.target.arch)
+            return engine_presets.plan_flag_preset(engine, preset, argv=self._spec.argv, target_arch=self.target.arch)
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")

@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
+from eagle3_tui.session import engine_presets
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import plan_flags, set_flags
+from eagle3_tui.session.presets import ApplyPlan, set_flags
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.engines import Engine
 
 SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
@@ -60,6 +62,32 @@ def order_configs(grid: Sequence[SpecConfig], predicted: Callable[[SpecConfig], 
             seen.append(SpecConfig(int(c[0]), int(c[1]), int(c[2])))
     known = sorted((c for c in seen if predicted(c) is not None), key=lambda c: -(predicted(c) or 0.0))
     return known + [c for c in seen if predicted(c) is None]
+
+
+def servable(engine: Engine, grid: Sequence[SpecConfig]) -> list[SpecConfig]:
+    """The configurations of `grid` the engine can serve: a chain-only engine (vLLM) drafts
+    num_speculative_tokens in a chain, so only steps/1/steps+1 are its."""
+    if not engine.chain_only:
+        return list(grid)
+    return [c for c in grid if c[1] == 1 and c[2] == c[0] + 1]
+
+
+def config_plan(engine: Engine, name: str, cfg: SpecConfig, argv: Sequence[str],
+                target_arch: str | None = None) -> ApplyPlan:
+    """The launch command serving `cfg`, as an apply plan (the sweep's first step, the one undo record)."""
+    s, k, d = cfg
+    flags: dict[str, str | int | float | bool | None] = (
+        dict(zip(SWEEP_FLAGS, (s, k, d), strict=True)) if engine.name == "sglang" else {engine_presets.NUM_TOKENS_KEY: s})
+    return engine_presets.plan_flag_preset(engine, Preset(name, "flags", flags=flags, description="flag sweep"),
+                                           argv=argv, target_arch=target_arch)
+
+
+def config_argv(engine: Engine, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:
+    """The launch command serving `cfg` (the sweep's later steps, relaunched without records)."""
+    s, k, d = cfg
+    if engine.name == "sglang":
+        return set_flags(argv, dict(zip(SWEEP_FLAGS, (s, k, d), strict=True)))
+    return list(engine.with_draft_tokens(engine.parse_launch(argv), s).argv)
 
 
 async def _whole(restart: Any) -> None:
@@ -117,7 +145,8 @@ class Sweep:
         self.report = report if report is not None else getattr(session, "check", None)
         served = getattr(session.server, "boundaries", None)
         self.boundaries = list(served) if served else None
-        self.configs = order_configs(grid, lambda c: prediction_for(self.report, c, self.boundaries))
+        self.configs = order_configs(servable(session.engine, grid),
+                                     lambda c: prediction_for(self.report, c, self.boundaries))
         if limit is not None:
             self.configs = self.configs[: max(0, limit)]
         self.bench = dict(bench or {"num_prompts": 8, "concurrency": 4, "max_tokens": 64})
@@ -158,20 +187,19 @@ class Sweep:
     async def _one(self, cfg: SpecConfig, start: list[str], *, first: bool) -> tuple[SweepStep, bool]:
         """Serve `cfg` and benchmark it. Returns (the step, whether the sweep's undo record now exists)."""
         s, k, d = cfg
-        flags = dict(zip(SWEEP_FLAGS, (s, k, d), strict=True))
         predicted = prediction_for(self.report, cfg, self.boundaries)
         t0 = time.monotonic()
         name = f"sweep {s}/{k}/{d}"
+        engine = self.session.engine
         try:
             if first:
-                preset = Preset(name, "flags", flags=flags, description="flag sweep")
-                plan = plan_flags(preset, argv=start, target_arch=getattr(self.session.target, "arch", None))
+                plan = config_plan(engine, name, cfg, start, getattr(self.session.target, "arch", None))
                 if plan.problems:
                     return SweepStep(cfg, predicted, error=plan.problems[0]), False
                 self._applied = name
                 await _whole(self.session.apply(plan))
             else:
-                await _whole(self.session.relaunch(set_flags(start, flags), reason=name))
+                await _whole(self.session.relaunch(config_argv(engine, cfg, start), reason=name))
             bench = await self.session.benchmark(**self.bench)
         except (RestartFailed, UserError) as err:
             # apply writes its record before it restarts: a failed start still leaves it
