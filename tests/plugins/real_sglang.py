@@ -5,8 +5,11 @@
   2> server.log` (stdout to its own file; `log=False`: no log file at all, stderr to /dev/null), in its own
   process group, with the environment `session.real_sglang` gives (SGLANG_USE_CPU_ENGINE, OMP_NUM_THREADS,
   PYTHONPATH with engines/sglang/cpu_support), and waits for SGLang's ready line (or its exit).
-- `real_sglang` (session): one EAGLE-3 server (3 steps, topk 1, 4 draft tokens; a draft copy without a
-  layer-id key: SGLang's default wiring) shared by every test that does not restart it.
+- `real_sglang`: one EAGLE-3 server (3 steps, topk 1 and 16 draft tokens asked for, which SGLang's topk-1 rule
+  serves as 4; a draft copy without a layer-id key: SGLang's default wiring) shared by every test that does not
+  restart it. `real_sglang_taken`: that same server handed to one test that restarts and ends it (the lane's
+  story); such tests run last (`pytest_collection_modifyitems`), and a test asking for the shared server after
+  it was taken gets a new one.
 - `real_sglang_env`: the installed SGLang; skips (or, with EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 as CI sets,
   fails) with the one sentence saying how to build `.venv-sglang` where it is missing.
 Every test using these gets the `real_sglang` marker from tests/plugins/lanes.py (`pytest -m real_sglang` runs the lane).
@@ -33,6 +36,7 @@ __all__ = [
     "RealServer",
     "real_sglang",
     "real_sglang_env",
+    "real_sglang_taken",
     "start_real_sglang",
 ]
 
@@ -152,11 +156,52 @@ def real_sglang_env() -> RealSglang:
     return real
 
 
+class SharedServer:
+    """The lane's one shared server, started on first use; restarted only if a test took it before another
+    asked for it (the collection order below makes that not happen)."""
+
+    def __init__(self, real: RealSglang, world: Any, factory: pytest.TempPathFactory) -> None:
+        self.real, self.world, self.factory = real, world, factory
+        self.server: RealServer | None = None
+        self.started: list[RealServer] = []
+
+    def get(self) -> RealServer:
+        if self.server is None or self.server.stopped or self.server.proc.poll() is not None:
+            self.server = start_real_sglang(self.real, self.world, self.factory.mktemp("real-sglang"),
+                                            draft_tokens=16)
+            self.started.append(self.server)
+        return self.server
+
+    def take(self) -> RealServer:
+        server, self.server = self.get(), None
+        return server
+
+
 @pytest.fixture(scope="session")
-def real_sglang(real_sglang_env: RealSglang, demo_world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealServer]:
-    server = start_real_sglang(real_sglang_env, demo_world, tmp_path_factory.mktemp("real-sglang"))
+def _real_sglang_shared(real_sglang_env: RealSglang, demo_world: Any,
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    shared = SharedServer(real_sglang_env, demo_world, tmp_path_factory)
     try:
-        yield server
+        yield shared
     finally:
-        server.stop()
+        for server in shared.started:
+            server.stop()
+
+
+@pytest.fixture
+def real_sglang(_real_sglang_shared: SharedServer) -> RealServer:
+    return _real_sglang_shared.get()
+
+
+@pytest.fixture
+def real_sglang_taken(_real_sglang_shared: SharedServer) -> RealServer:
+    return _real_sglang_shared.take()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that take the shared server (and restart or end it) run after every test that shares it."""
+    taking = [i for i in items if "real_sglang_taken" in getattr(i, "fixturenames", ())]
+    if taking:
+        items[:] = [i for i in items if i not in taking] + taking
 
