@@ -28,7 +28,7 @@ from eagle3_tui.profile import Profile
 from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.session import Session
 from eagle3_tui.session.host.discovery import parse_environ
-from tests.plugins.real_sglang import RealServer, start_real_sglang
+from tests.plugins.real_sglang import SHARED_USER_ENV, RealServer, start_real_sglang
 from tests.plugins.world import make_draft_dir
 
 pytestmark = pytest.mark.real_sglang
@@ -269,7 +269,7 @@ def test_the_story_through_the_cli_on_the_shared_server(real_sglang_taken, demo_
         assert "eagle_aux_hidden_state_layer_ids" in config.read_text()
         # the relaunch kept what the user's shell gave the server, read from the new server itself
         environ = parse_environ(Path(f"/proc/{pid}/environ").read_bytes())
-        for key in ("OMP_NUM_THREADS", "SGLANG_USE_CPU_ENGINE", "PYTHONPATH"):
+        for key in ("OMP_NUM_THREADS", "SGLANG_USE_CPU_ENGINE", "PYTHONPATH", *SHARED_USER_ENV):
             assert environ.get(key) == server.env[key], (key, environ.get(key))
         info = httpx.get(server.base_url + "/server_info", timeout=30).json()
         assert info["attention_backend"] == "intel_amx", "the relaunch lost SGLANG_*/PYTHONPATH/OMP_NUM_THREADS"

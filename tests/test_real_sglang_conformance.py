@@ -15,7 +15,7 @@ import pytest
 
 from eagle3_tui.sglang.client import parse_prometheus
 from eagle3_tui.sglang.logline import DecodeStats, parse_line
-from tests.plugins.real_sglang import RealServer
+from tests.plugins.real_sglang import SHARED_USER_ENV, RealServer
 from tests.plugins.world import start_sim_server
 
 pytestmark = pytest.mark.real_sglang
@@ -28,6 +28,12 @@ KNOWN = {
     "the speculative_*, device, attention_backend, version and internal_states keys compared here)",
     "/metrics names": "real SGLang exports ~100 families; the sim the ones the product reads (compared here)",
     "meta_info keys": "real 0.5.23 adds timing and draft-histogram keys the product does not read",
+    "SGLANG_* switches": "the sim honours SGLANG_LOG_FORWARD_ITERS (the `[N]` the log parser reads, compared "
+    "here); it ignores the switches that change no surface the product reads on a CPU server "
+    "(SGLANG_USE_CPU_ENGINE: the sim is a CPU server; SGLANG_ENABLE_SPEC_V2: 0.5.23 has spec v2 only and "
+    "no overlap on CPU) and those the product reads from the installed source, not from a running server "
+    "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN, SGLANG_SIMULATE_ACC_LEN: sglang-info and the doctor "
+    "judge them; tests/test_doctor_specpath.py)",
 }
 # The keys the product reads from each surface (sglang/client.py, session/httpstats.py, session/served.py).
 INFO_KEYS = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
@@ -55,19 +61,32 @@ def _gen(url: str, prompt: str = "def fibonacci(n):\n    ", n: int = 64) -> dict
 
 
 def _decode_keys(log: str) -> list[str]:
+    """The last decode line's field names (its `[N]` forward counter, when there, read as the field `[N]`)."""
     for line in reversed(log.splitlines()):
         ev = parse_line(line)
         if isinstance(ev, DecodeStats):
-            body = line.split("Decode batch", 1)[1].lstrip(",. ")
-            return [kv.split(": ", 1)[0] for kv in body.rstrip(", ").split(", ")]
+            body = line.split("Decode batch", 1)[1]
+            counter = re.match(r" \[\d+\]", body)
+            body = body[counter.end():] if counter else body
+            keys = [kv.split(": ", 1)[0] for kv in body.lstrip(",. ").rstrip(", ").split(", ")]
+            return (["[N]"] if counter else []) + keys
     return []
+
+
+def _chat(url: str) -> dict:
+    r = httpx.post(url + "/v1/chat/completions", timeout=300, json={
+        "messages": [{"role": "user", "content": "def fibonacci(n):"}], "max_tokens": 16, "temperature": 0})
+    r.raise_for_status()
+    return r.json()
 
 
 def _labels(text: str, name: str) -> set[str]:
     return {k for s in parse_prometheus(text).samples if s.name == name for k in s.labels}
 
 
-def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world, tmp_path):
+def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world, tmp_path, monkeypatch):
+    for key, value in SHARED_USER_ENV.items():  # the real server's user environment, given to the sim too
+        monkeypatch.setenv(key, value)
     sim = start_sim_server(demo_world, tmp_path / "sim", args=(*_sim_argv_tail(real_sglang), "--sglang-version", "0.5.23"),
                            draft_dir=real_sglang.draft_dir)
     try:
@@ -80,6 +99,7 @@ def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world,
         real_metrics = httpx.get(real_sglang.base_url + "/metrics", timeout=30).text
         sim_metrics = httpx.get(sim_url + "/metrics", timeout=30).text
         real_log, sim_log = real_sglang.log_text(), sim.log_text()
+        real_chat, sim_chat = _chat(real_sglang.base_url), _chat(sim_url)
     finally:
         sim.stop()
 
@@ -109,6 +129,16 @@ def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world,
     # the shared server asks for 16 draft tokens with topk 1: SGLang serves steps + 1 (speculative_hook.py)
     adjusted = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     row("flags 3/1/16 served as (steps, topk, draft)", [sim_info[k] for k in adjusted], [real_info[k] for k in adjusted])
+    # /v1/chat/completions: both render the world's tokenizer folder's chat template (--tokenizer-path)
+    row("/v1/chat/completions keys", sorted(sim_chat), sorted(real_chat))
+    row("/v1/chat/completions choice keys", sorted(sim_chat["choices"][0]), sorted(real_chat["choices"][0]))
+    row("/v1/chat/completions message", sorted(sim_chat["choices"][0]["message"].items()),
+        sorted(real_chat["choices"][0]["message"].items()))
+    row("/v1/chat/completions usage", sorted(sim_chat["usage"].items()), sorted(real_chat["usage"].items()))
+    # SGLANG_LOG_FORWARD_ITERS=1 in both environments: `Decode batch [N], ...`
+    row("SGLANG_LOG_FORWARD_ITERS: Decode batch [N]", bool(re.search(r"Decode batch \[\d+\], ", sim_log)),
+        bool(re.search(r"Decode batch \[\d+\], ", real_log)))
+    row("SGLANG_* switches", "LOG_FORWARD_ITERS honoured", "all of srt/environ.py", agree=False)
     row("process titles", "sim: one process", "sglang::scheduler, sglang::detokenizer", agree=False)
 
     width = max(len(r[0]) for r in rows)

@@ -79,18 +79,46 @@ def prefill_message(
     )
 
 
+FORWARD_ITERS_ENV = "SGLANG_LOG_FORWARD_ITERS"
+
+
+def env_bool(value: str | None) -> bool:
+    """SGLang's `EnvBool` (0.5.23 `srt/environ.py`): unset is False; anything unknown is refused, as SGLang
+    refuses it (a ValueError when the scheduler reads it)."""
+    if value is None:
+        return False
+    v = value.lower()
+    if v in ("true", "1", "yes", "y"):
+        return True
+    if v in ("false", "0", "no", "n"):
+        return False
+    raise ValueError(f'"{v}" is not a valid boolean value')
+
+
 class LogWriter:
     """Thread-safe `[time{ranks}] message` lines (local time, like `asctime`), flushed per line: the
-    server's log to `stream` (stderr), uvicorn's access lines to `access_stream` (stdout)."""
+    server's log to `stream` (stderr), uvicorn's access lines to `access_stream` (stdout).
+
+    `forward_iters` (SGLANG_LOG_FORWARD_ITERS): the 0.5 batch lines carry the forward counter, `Decode batch
+    [N], ...` (0.5.23 `scheduler_components/metrics_reporter.py`)."""
 
     def __init__(self, stream: TextIO | None = None, *, style: str = "0.5.6",
-                 access_stream: TextIO | None = None, device: str = DEVICE, graph: bool = False) -> None:
+                 access_stream: TextIO | None = None, device: str = DEVICE, graph: bool = False,
+                 forward_iters: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.access_stream = access_stream or self.stream
         self.style = style
         self.device = device
         self.graph = graph
+        self.forward_iters = forward_iters
         self.lock = threading.Lock()
+
+    def iterated(self, message: str, iteration: int) -> str:
+        """`message` with ` [iteration]` after its `Decode batch`/`Prefill batch` when forward_iters is on."""
+        for head in ("Decode batch,", "Prefill batch,"):
+            if self.forward_iters and message.startswith(head):
+                return f"{head[:-1]} [{iteration}]," + message[len(head):]
+        return message
 
     @property
     def scheduler_prefix(self) -> str:
@@ -105,9 +133,10 @@ class LogWriter:
             out.write(text)
             out.flush()
 
-    def decode(self, stats: DecodeStats) -> None:
+    def decode(self, stats: DecodeStats, iteration: int = 0) -> None:
         """One decode stats line from the scheduler, with this server's device and graph field."""
-        self.write(decode_message(stats, self.style, device=self.device, graph=self.graph), scheduler=True)
+        message = decode_message(stats, self.style, device=self.device, graph=self.graph)
+        self.write(self.iterated(message, iteration), scheduler=True)
 
     def access(self, client: str, method: str, path: str, status: int, reason: str) -> None:
         self.write(f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}', stream=self.access_stream)

@@ -1,7 +1,8 @@
 """The sim server's HTTP routes: SGLang's endpoints and error shapes over a `SimServer`.
 
 `/health` (a 1-token generate), `/server_info` and `/get_server_info`, `/model_info`, `/v1/models`,
-`/generate` (text or ids, single or batch, `stream`), `/v1/completions`, `/flush_cache`, `/metrics`
+`/generate` (text or ids, single or batch, `stream`), `/v1/completions`, `/v1/chat/completions` (the
+tokenizer folder's chat template, `sim/chat.py`), `/flush_cache`, `/metrics`
 (with `--enable-metrics`). Every response writes a uvicorn-style access line to the log.
 """
 
@@ -94,6 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/models": ("GET", self.models),
             "/generate": ("POST", self.generate),
             "/v1/completions": ("POST", self.completions),
+            "/v1/chat/completions": ("POST", self.chat_completions),
             "/flush_cache": ("ANY", self.flush_cache),
             "/metrics": ("GET", self.metrics),
         }
@@ -279,6 +281,46 @@ class _Handler(BaseHTTPRequestHandler):
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
                 },
+            },
+        )
+
+    def chat_completions(self) -> None:
+        """SGLang's ChatCompletionResponse (0.5.23 `entrypoints/openai/protocol.py`) for one conversation."""
+        from eagle3_tui.sim.chat import chat_messages, chat_template, render_chat
+        from eagle3_tui.sim.hf_tokenizer import BOS, EOS
+
+        body = self._body()
+        messages = chat_messages(body)
+        key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        max_new = self._max_new(body, key, 128)
+        prompt = render_chat(chat_template(self.sim.args.tokenizer_path), messages, bos=BOS, eos=EOS)
+        tok = self.sim.engine.tokenizer
+        req = self.sim.generate_many([tok.encode(prompt, add_bos=False)], max_new)[0]
+        seq, stopped = req.seq, req.seq.finished == "stop"
+        self._send(
+            200,
+            {
+                "id": uuid.uuid4().hex,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or self.sim.args.served_model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": tok.decode(seq.output), "reasoning_content": None},
+                        "logprobs": None,
+                        "finish_reason": "stop" if stopped else "length",
+                        "matched_stop": tok.eos_id if stopped else None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": len(seq.prompt),
+                    "total_tokens": len(seq.prompt) + len(seq.output),
+                    "completion_tokens": len(seq.output),
+                    "prompt_tokens_details": None,
+                    "reasoning_tokens": 0,
+                },
+                "metadata": {"weight_version": "default"},
             },
         )
 

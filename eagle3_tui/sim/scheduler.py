@@ -56,6 +56,7 @@ class Scheduler:
         self.wakeup = threading.Event()
         self.lock = threading.Lock()
         self.forward_ct_decode = 0
+        self.forward_ct = 0  # every forward, prefill or decode: SGLANG_LOG_FORWARD_ITERS prints it
         # window counters (reset at each decode log line) and lifetime counters (flush_cache resets)
         self.spec_num_accepted_tokens = 0
         self.spec_num_forward_ct = 0
@@ -153,18 +154,11 @@ class Scheduler:
         with self.lock:
             self.running.extend(new)
         usage = self._num_tokens() / MAX_TOTAL_NUM_TOKENS
-        self.log.write(
-            prefill_message(
-                len(new),
-                new_tokens,
-                0,
-                usage,
-                len(self.running) - len(new),
-                self.waiting.qsize(),
-                self.log.style,
-            ),
-            scheduler=True,
+        self.forward_ct += 1
+        message = prefill_message(
+            len(new), new_tokens, 0, usage, len(self.running) - len(new), self.waiting.qsize(), self.log.style
         )
+        self.log.write(self.log.iterated(message, self.forward_ct), scheduler=True)
         self._retire()
 
     def _retire(self) -> None:
@@ -190,6 +184,7 @@ class Scheduler:
                 self.spec_num_accepted_tokens += res.accepted_drafts + 1
                 self.spec_num_forward_ct += 1
         self.forward_ct_decode = (self.forward_ct_decode + 1) % (1 << 30)
+        self.forward_ct += 1
         if self.forward_ct_decode % self.args.decode_log_interval == 0:
             self._log_decode_stats()
         self._retire()
@@ -219,7 +214,7 @@ class Scheduler:
             gen_throughput=self.last_gen_throughput,
             queue_req=self.waiting.qsize(),
         )
-        self.log.decode(stats)
+        self.log.decode(stats, self.forward_ct)
 
 
 def printed_accept_rate(args: ServerArgs, accepted: int, forwards: int) -> float:

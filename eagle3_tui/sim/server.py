@@ -36,7 +36,7 @@ from typing import Any
 from eagle3_tui.remote.procgroup import pid_alive
 from eagle3_tui.sim import nodes
 from eagle3_tui.sim.flags import ServerArgs, args_dict, build_parser, effective_args, log_style, sim_device
-from eagle3_tui.sim.logfmt import LogWriter, start_line
+from eagle3_tui.sim.logfmt import FORWARD_ITERS_ENV, LogWriter, env_bool, start_line
 from eagle3_tui.sim.release import apply_release, auto_spec, sim_release, target_arch
 from eagle3_tui.sim.routes import handler_for
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, MAX_TOTAL_NUM_TOKENS
@@ -177,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     versioned = bool(ns.sglang_version)
     log = LogWriter(sys.stderr, style=log_style(ns), access_stream=sys.stdout,
                     device=sim_device(ns), graph=versioned and not ns.disable_cuda_graph)
+    try:
+        log.forward_iters = env_bool(os.environ.get(FORWARD_ITERS_ENV))
+    except ValueError as err:  # SGLang's scheduler dies on it at import: one line, nothing started
+        log.write(f"ValueError: {err} ({FORWARD_ITERS_ENV})")
+        return 1
     bad_nodes = nodes.check_flags(ns)
     if bad_nodes:
         log.write(f"Error: {bad_nodes}")

@@ -4,7 +4,7 @@
   wait_ready=True) -> RealServer`: starts the server as a user does, `python -m sglang.launch_server ...
   2> server.log` (stdout to its own file; `log=False`: no log file at all, stderr to /dev/null), in its own
   process group, with the environment `session.real_sglang` gives (SGLANG_USE_CPU_ENGINE, OMP_NUM_THREADS,
-  PYTHONPATH with engines/sglang/cpu_support), and waits for SGLang's ready line (or its exit).
+  PYTHONPATH with engines/sglang/cpu_support; `user_env` over the test's own), and waits for SGLang's ready line (or its exit).
 - `real_sglang`: one EAGLE-3 server (3 steps, topk 1 and 16 draft tokens asked for, which SGLang's topk-1 rule
   serves as 4; a draft copy without a layer-id key: SGLang's default wiring) shared by every test that does not
   restart it. `real_sglang_taken`: that same server handed to one test that restarts and ends it (the lane's
@@ -33,6 +33,7 @@ from tests.plugins.ports import free_port
 from tests.plugins.world import make_draft_dir
 
 __all__ = [
+    "SHARED_USER_ENV",
     "RealServer",
     "real_sglang",
     "real_sglang_env",
@@ -43,6 +44,12 @@ __all__ = [
 READY = "The server is fired up and ready to roll!"
 # A server is ready in 20-40 s on 2 idle cores; on a 2-core machine busy with other suites it took over 240 s.
 START_TIMEOUT_S = 420.0
+
+
+# What the shared server's "user shell" adds to the environment the server needs: a switch SGLang reads
+# (its batch lines then carry the forward counter, `Decode batch [N], ...`), so the conformance test holds
+# the sim to it and the story sees a relaunch keep it.
+SHARED_USER_ENV = {"SGLANG_LOG_FORWARD_ITERS": "1"}
 
 
 @dataclass
@@ -115,6 +122,7 @@ def start_real_sglang(
     log: bool = True,
     wait_ready: bool = True,
     port: int | None = None,
+    user_env: dict[str, str] | None = None,
 ) -> RealServer:
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +133,7 @@ def start_real_sglang(
         real, target=world.target_dir, draft=draft_dir if speculative else None, port=port, steps=steps,
         topk=topk, draft_tokens=draft_tokens, decode_log_interval=10, extra=extra,
     )
-    env = real.env({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    env = real.env({**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(user_env or {})})
     log_path = workdir / "server.log" if log else None
     with open(workdir / "stdout.log", "wb") as out:
         err = open(log_path, "wb") if log_path else open(os.devnull, "wb")
@@ -168,7 +176,7 @@ class SharedServer:
     def get(self) -> RealServer:
         if self.server is None or self.server.stopped or self.server.proc.poll() is not None:
             self.server = start_real_sglang(self.real, self.world, self.factory.mktemp("real-sglang"),
-                                            draft_tokens=16)
+                                            draft_tokens=16, user_env=SHARED_USER_ENV)
             self.started.append(self.server)
         return self.server
 
