@@ -21,6 +21,7 @@ from torch import Tensor
 
 from eagle3_tui.eagle.drafter import Eagle3Drafter, KVCache, rope_cos_sin
 from eagle3_tui.eagle.tree import DraftTree, TreeBuilder, tree_mask, verify_greedy
+from eagle3_tui.sim.draft_class import check_draft_class
 from eagle3_tui.sim.target import TargetModel, truncate_caches
 from eagle3_tui.sim.tokenizer import ByteTokenizer
 
@@ -170,6 +171,8 @@ class Engine:
             draft_path = Path(draft_path)
             self.draft_config = json.loads((draft_path / "config.json").read_text())
             tensors = load_file(str(draft_path / "model.safetensors"))
+            head = tensors.get("lm_head.weight")
+            check_draft_class(self.draft_config, int(head.shape[0]) if head is not None else None)
             self.draft = Eagle3Drafter.from_tensors(
                 self.draft_config, tensors, self.target.model.embed_tokens.weight.detach()
             ).to(getattr(torch, self.dtype))

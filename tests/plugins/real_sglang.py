@@ -2,7 +2,7 @@
 
 - `start_real_sglang(world, workdir, *, draft_dir=..., steps=3, topk=1, draft_tokens=4, extra=(), log=True,
   wait_ready=True) -> RealServer`: starts the server as a user does, `python -m sglang.launch_server ...
-  2> server.log` (stdout to its own file; `log=False`: no log file at all, stderr to /dev/null), in its own
+  2> server.log` (stdout to its own file; `log=False`: no log file at all, stdout and stderr to /dev/null), in its own
   process group, with the environment `session.real_sglang` gives (SGLANG_USE_CPU_ENGINE, OMP_NUM_THREADS,
   PYTHONPATH with engines/sglang/cpu_support; `user_env` over the test's own), and waits for SGLang's ready line (or its exit).
 - `real_sglang`: one EAGLE-3 server (3 steps, topk 1 and 16 draft tokens asked for, which SGLang's topk-1 rule
@@ -135,7 +135,8 @@ def start_real_sglang(
     )
     env = real.env({**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(user_env or {})})
     log_path = workdir / "server.log" if log else None
-    with open(workdir / "stdout.log", "wb") as out:
+    # log=False: neither stream goes to a file (discovery would take a stdout file for the log)
+    with open(workdir / "stdout.log" if log else os.devnull, "wb") as out:
         err = open(log_path, "wb") if log_path else open(os.devnull, "wb")
         with err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=workdir, start_new_session=True)
