@@ -6,6 +6,7 @@ Run with `pytest -m real_sglang -s` to see the table (surface, sim, real, agree)
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -15,8 +16,8 @@ import pytest
 
 from eagle3_tui.sglang.client import parse_prometheus
 from eagle3_tui.sglang.logline import DecodeStats, parse_line
-from tests.plugins.real_sglang import SHARED_USER_ENV, RealServer
-from tests.plugins.world import start_sim_server
+from tests.plugins.real_sglang import SHARED_USER_ENV, RealServer, start_real_sglang
+from tests.plugins.world import make_draft_dir, start_sim_server
 
 pytestmark = pytest.mark.real_sglang
 
@@ -147,6 +148,35 @@ def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world,
         print(f"{surface:{width}}  {'yes' if ok else 'NO':5}  {s} | {r}")
     unexplained = [r for r in rows if not r[3] and not any(r[0].startswith(k) for k in KNOWN)]
     assert not unexplained, unexplained
+
+
+def test_a_draft_named_as_the_target_class_fails_to_load_in_both(real_sglang_env, demo_world, tmp_path):
+    """Real SGLang builds the draft with the class its config names: a draft saved as `LlamaForCausalLM` dies
+    at weight load in the scheduler (a start that fails in seconds). The sim must die the same way, with the
+    same error line and the same parent line."""
+    draft = make_draft_dir(demo_world, tmp_path / "draft")
+    cfg = json.loads((draft / "config.json").read_text())
+    target_class = json.loads((Path(demo_world.target_dir) / "config.json").read_text())["architectures"][0]
+    (draft / "config.json").write_text(json.dumps({**cfg, "architectures": [target_class]}))
+    real = start_real_sglang(real_sglang_env, demo_world, tmp_path / "real", draft_dir=draft, wait_ready=False)
+    real.stop()
+    sim = start_sim_server(demo_world, tmp_path / "sim", args=(*_sim_argv_tail(real), "--sglang-version", "0.5.23"),
+                           draft_dir=draft, wait_ready=False)
+    try:
+        sim.proc.wait(timeout=120)
+    finally:
+        sim.stop()
+
+    def error(log: str) -> str | None:
+        found = [ln for ln in log.splitlines() if ln.startswith(("AssertionError", "ValueError", "KeyError"))]
+        return found[-1] if found else None
+
+    real_log, sim_log = real.log_text(), sim.log_text()
+    print(f"\ndraft named {target_class}: real {error(real_log)!r} | sim {error(sim_log)!r}")
+    assert READY not in real_log and READY not in sim_log
+    assert error(real_log) is not None and error(sim_log) == error(real_log), (real_log[-2000:], sim_log[-2000:])
+    crash = "Received sigquit from a child process. It usually means the child failed."
+    assert crash in real_log and crash in sim_log
 
 
 def test_sys_path_has_no_stand_ins():
