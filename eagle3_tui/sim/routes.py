@@ -319,6 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "completion_tokens": len(seq.output),
                     "prompt_tokens_details": None,
                     "reasoning_tokens": 0,
+                    "completion_tokens_details": None,
                 },
                 "metadata": {"weight_version": "default"},
             },
