@@ -125,5 +125,7 @@ def test_tracker_feeds_the_reader_events_of_a_real_traceback() -> None:
         tracker.dispatch_all(reader.feed(line))
     tracker.dispatch_all(reader.flush())
     f = tracker.state.failure_of(1)
-    assert f is not None and f.kind == "sigquit"  # the newest failure line
+    # the child's own failure, not the parent's sigquit that followed it: the restart names the cause
+    assert f is not None and f.kind == "scheduler-exception"
+    assert f.last_line == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert tracker.state.outcome(1) == "failed"

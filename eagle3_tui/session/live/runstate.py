@@ -21,8 +21,8 @@ phase::
                                               │                        │
                                               └──────── Failure ───────┴──▶ FAILED
 
-FAILED is final for that run (a ready line after a crash does not revive it); the next `Launched`
-starts over. A log that was empty or missing before the launch cannot deliver old lines, so that
+FAILED is final for that run (a ready line after a crash does not revive it, and the parent's sigquit
+lines after a child's failure line do not replace it); the next `Launched` starts over. A log that was empty or missing before the launch cannot deliver old lines, so that
 launch skips PENDING. `LogSwitched` while the follower already reads the newest launch (a truncation
 of the live log, the first `opened`) changes nothing.
 
@@ -92,10 +92,20 @@ def reduce(state: RunState, event: RunEvent) -> RunState:
     if isinstance(event, LogSwitched):
         return state if state.reading == state.launch else _fresh(state.launch)
     if isinstance(event, (Failure, Failed)):
+        if state.phase == "failed" and state.failure is not None and _consequence(event):
+            return state  # the parent's SIGQUIT after a child's own failure line: that line names the cause
         return replace(state, phase="failed", failure=event)
     if isinstance(event, (ServerReady, Ready)) and state.phase == "started":
         return replace(state, phase="ready")
     return state
+
+
+def _consequence(event: Failure | Failed) -> bool:
+    """SGLang's parent lines after a child failed ("Received sigquit from a child process", "SIGQUIT received.
+    ... It usually means one child failed."): they say a child died, not why; the child's own line (a
+    scheduler exception: 0.5.23 ids out of range end in `RuntimeError: mat1 and mat2 shapes cannot be
+    multiplied`) or the watcher's `crashed with exit code -9` came first and is kept."""
+    return isinstance(event, Failure) and event.kind == "sigquit"
 
 
 class RunTracker:
