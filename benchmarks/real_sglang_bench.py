@@ -24,10 +24,10 @@ from eagle3_tui.eagle.drafter import expected_accept_length
 from eagle3_tui.remote.procgroup import stop_group
 from eagle3_tui.session.demo import free_port
 from eagle3_tui.session.real_sglang import MISSING, find_real_sglang, server_argv
-from eagle3_tui.sim.prompts import demo_prompts
 from eagle3_tui.sim.world import ensure_world
 
-PROMPTS = demo_prompts(8)  # the world's own text, as the check measures the draft
+PROMPTS = ["def fibonacci(n):\n    ", "The quick brown fox", "import numpy as np\n", "class Stack:\n    def ",
+           "for i in range(10):\n", "Once upon a time"]
 READY = "The server is fired up and ready to roll!"
 
 
