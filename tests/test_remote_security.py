@@ -124,7 +124,7 @@ async def test_nothing_is_left_running_after_close(host: Host, tmp_path: Path) -
     assert any(f"{token}-stream" in a for a in running)
     assert any(f"{token}-run" in a for a in running)
     await host.close()
-    await asyncio.wait([job], timeout=10)
+    await asyncio.wait([job], timeout=60)  # generous: a loaded machine is slow, the test asserts that it ends
     assert job.done()  # ended with the host (an error, or the exit of a killed command)
     if not job.cancelled():
         job.exception()
