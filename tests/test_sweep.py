@@ -182,3 +182,21 @@ def test_sweep_cli_arguments_and_readonly() -> None:
     ro = build_parser().parse_args(["sweep", "--local", "--readonly"])
     with pytest.raises(ReadOnlyError, match="read-only"):
         cmd.run(ro)
+
+
+@pytest.mark.usefixtures("ledger_dir")
+async def test_the_served_configuration_is_measured_without_a_restart(demo_world, tmp_path) -> None:
+    """A sweep over the configuration served now benchmarks it as it runs: the same server, no undo record."""
+    session = Session(_profile(demo_world, tmp_path))
+    try:
+        await session.attach()
+        await session.start_server()
+        start, pid = list(session.spec.argv), session.server.pid
+        assert served_config(start) == (1, 1, 2)
+        result = await Sweep(session, [(1, 1, 2)], bench=BENCH, report=_Report()).run()
+        (step,) = result.steps
+        assert step.error is None and step.accept_len
+        assert session.server.pid == pid and session.server.state == "ready"
+        assert result.restored and list(session.spec.argv) == start and session.can_rollback() is None
+    finally:
+        await _stop(session)

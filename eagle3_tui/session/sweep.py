@@ -1,7 +1,7 @@
-"""The flag sweep: each (steps, topk, draft tokens) served in turn through the one restart path, a
-short benchmark each, a ledger row each with its prediction, and the starting launch command back at
-the end, also when a configuration fails to start, when a step raises, or when the sweep is stopped
-or cancelled.
+"""The flag sweep: each (steps, topk, draft tokens) served in turn through the one restart path (the
+configuration served at the start is measured as it runs, before any restart), a short benchmark each,
+a ledger row each with its prediction, and the starting launch command back at the end, also when a
+configuration fails to start, when a step raises, or when the sweep is stopped or cancelled.
 
 The first change goes through `Session.apply` (one write-ahead undo record holding the starting
 argv); later steps relaunch without records; the end is `Session.rollback`, which restores that argv
@@ -153,6 +153,7 @@ class Sweep:
         self.on_progress = on_progress or (lambda *a: None)
         self._stop = False
         self._applied: str | None = None  # the preset name of the sweep's one undo record
+        self._served: SpecConfig | None = None  # the configuration the start argv serves
 
     def stop(self) -> None:
         self._stop = True
@@ -166,6 +167,7 @@ class Sweep:
         if self.session.restarting:
             raise UserError("a restart is already running; wait for it to finish")
         result = SweepResult(list(spec.argv))
+        self._served = served_config(spec.argv, getattr(self.session.target, "arch", None))
         recorded = False  # the one undo record (holding the start argv) exists
         t0 = time.monotonic()
         try:
@@ -192,6 +194,10 @@ class Sweep:
         name = f"sweep {s}/{k}/{d}"
         engine = self.session.engine
         try:
+            if first and cfg == self._served:  # served now: measured as it runs, no restart
+                bench = await self.session.benchmark(**self.bench)
+                return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps, seconds=time.monotonic() - t0,
+                                 prompt_format=bench.prompt_format, concurrency=bench.concurrency), False
             if first:
                 plan = config_plan(engine, name, cfg, start, getattr(self.session.target, "arch", None))
                 if plan.problems:
