@@ -123,3 +123,37 @@ def test_watch_prints_vllms_spec_decoding_lines() -> None:
 
     line = format_spec(SpecStats("vllm", "log", None, 2.78, (0.647, 0.59, 0.54), 0.592, None))
     assert line == "[vllm] accept len 2.78, per position 0.65 / 0.59 / 0.54, draft accept rate 59.2%"
+
+
+class _Answers:
+    """The /metrics answers a real vLLM gave (tests/vllm_samples/), in order: the HTTP itself is the real
+    client's, tested elsewhere; here only what the charts make of the answers."""
+
+    def __init__(self, answers: list[tuple[int, str]]) -> None:
+        self.answers = answers
+
+    async def metrics_text(self) -> tuple[int, str]:
+        return self.answers.pop(0)
+
+
+async def test_a_server_without_a_log_file_is_charted_from_vllms_counters() -> None:
+    from eagle3_tui.session.events import Notice
+    from eagle3_tui.session.live.httpstats import HttpCharts, NoLog
+
+    views = Views(ConnView("local"), ServerView(state="ready", engine="vllm", deployment="tmux pane"))
+    heard: list[object] = []
+    views.add_listener(heard.append)
+    telemetry = Telemetry()
+    clock = iter(float(t) for t in range(100, 200, 10))
+    charts = HttpCharts(views, telemetry, clock=lambda: next(clock))
+    fresh, trained = ((SAMPLES / f"metrics_{n}.txt").read_text() for n in ("fresh", "trained"))
+    answers = _Answers([(200, fresh), (200, trained), (200, "<html>oops</html>"), (500, "x"), (200, fresh),
+                        (200, trained)])
+    readings = [await charts.poll(answers, {}, NoLog("tmux pane", True)) for _ in range(6)]  # type: ignore[arg-type]
+    assert readings[0].empty and readings[1].accept_len is not None and readings[1].accept_len > 1
+    assert telemetry.summary().last["accept_len"] == readings[1].accept_len and telemetry.positions_reported
+    assert readings[4].empty  # counters went backwards: a restart, a new window, no point and no error
+    assert readings[5].accept_len == readings[1].accept_len  # the same counts over the new window
+    notes = [e.message for e in heard if isinstance(e, Notice)]
+    assert len(notes) == 1 and notes[0] == "/metrics answered HTTP 500; still polling"
+    assert views.server.charts_from == "/metrics" and views.server.charts_note is None

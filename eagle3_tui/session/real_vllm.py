@@ -56,16 +56,29 @@ def find_real_vllm(root: Path | str | None = None) -> RealVllm | None:
     return RealVllm(python) if python.exists() else None
 
 
-def server_argv(real: RealVllm, *, target: Path | str, draft: Path | str | None, port: int,
-                num_speculative_tokens: int = NUM_SPEC_TOKENS) -> list[str]:
-    """`python -m vllm.entrypoints.openai.api_server ...` for the demo world's target (and draft, speculating
-    when given), greedy-safe on CPU: float32, a short context, no compile."""
+def serving_target(target: Path | str, dest: Path | str) -> Path:
+    """The world's target as vLLM loads it: one folder with its config.json, its weights (linked) and the
+    world's Hugging Face tokenizer files (linked). vLLM reads a tokenizer folder's config.json too, so
+    `--tokenizer` cannot name the tokenizer folder alone."""
     from eagle3_tui.sim.hf_tokenizer import ensure_hf_tokenizer
 
+    src, out = Path(target), Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text((src / "config.json").read_text(encoding="utf-8"), encoding="utf-8")
+    for f in [src / "model.safetensors", *ensure_hf_tokenizer(src).iterdir()]:
+        link = out / f.name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(f.resolve())
+    return out
+
+
+def server_argv(real: RealVllm, *, target: Path | str, draft: Path | str | None, port: int,
+                num_speculative_tokens: int = NUM_SPEC_TOKENS) -> list[str]:
+    """`python -m vllm.entrypoints.openai.api_server ...` for a target folder as `serving_target` makes it (and
+    a draft, speculating when given), greedy-safe on CPU: float32, a short context, no compile."""
     argv = [
         str(real.python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(target),
-        "--tokenizer", str(ensure_hf_tokenizer(target)),
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "1024", "-O0",
     ]
@@ -82,7 +95,9 @@ def demo_profile(world: Any, real: RealVllm, *, port: int, state_dir: str | Path
 
     profile = sim_demo_profile(world, port=port, state_dir=state_dir)
     draft = Path(profile.draft_path or "")
-    profile.launch_command = server_argv(real, target=world.target_dir, draft=draft, port=port)
+    target = serving_target(world.target_dir, Path(state_dir) / "vllm-target")
+    profile.launch_command = server_argv(real, target=target, draft=draft, port=port)
+    profile.target_path = str(target)
     profile.launch_env = real.env(Path(state_dir) / "vllm-cache")
     profile.remote_python = None
     # A real server loads in about a minute on 2 cores; the restart deadline leaves room for a busy machine.

@@ -1,5 +1,7 @@
 """Charts from HTTP for a server whose output is not a file (a tmux pane, a pipe, /dev/null).
 
+(vLLM: its /metrics counters through the engine seam, `Engine.metrics_feed`; the rest of this says SGLang.)
+
 With no log to follow there are no Decode lines, so the live accept length and tok/s come from what
 the server answers over HTTP: `/metrics` when it runs with `--enable-metrics` (SGLang's own gauges,
 sglang/promtext.py), else `/server_info` (each DP rank's `internal_states`: `last_gen_throughput`, and
@@ -26,6 +28,7 @@ from eagle3_tui.sglang import promtext
 from eagle3_tui.sglang.logline import DecodeStats
 
 if TYPE_CHECKING:
+    from eagle3_tui.engines.base import MetricsFeed
     from eagle3_tui.session.views import Views
     from eagle3_tui.sglang.client import SGLangClient
     from eagle3_tui.telemetry.metrics import Telemetry
@@ -129,17 +132,21 @@ class HttpCharts:
         self._metrics: bool | None = None  # False: the server answered 404 (no --enable-metrics)
         self._prev: HttpReading | None = None
         self._said: str | None = None
+        self._feed: tuple[str, MetricsFeed] | None = None  # another engine's (name, its stateful reader)
 
     def reset(self) -> None:
         """A new server (or a log to follow now): ask /metrics again, say the next problem again."""
         self._metrics = None
         self._prev = None
         self._said = None
+        self._feed = None
         if self._views.server.charts_from is not None:
             self._views.set_server(self._views.server.with_charts(None, None, False))
 
     async def poll(self, client: SGLangClient, info: Mapping[str, Any], why: NoLog) -> HttpReading:
         """Read /metrics (when served), else take `info` (the /server_info just read); chart what is new."""
+        if self._views.server.engine not in (None, "sglang"):
+            return await self._poll_engine(client, why)
         reading, note = await self._from_metrics(client)
         if reading is None:
             reading = reading_from_server_info(info)
@@ -154,6 +161,36 @@ class HttpCharts:
             self._views.emit(StatsUpdated())
         self._prev = reading
         return reading
+
+    async def _poll_engine(self, client: SGLangClient, why: NoLog) -> HttpReading:
+        """Another engine's /metrics through the seam (`Engine.metrics_feed`: vLLM's counters turned into
+        rates over a window). An idle window adds no point; counters going backwards are a restart, never
+        an error; an answer that cannot be read is said once and polling goes on."""
+        from eagle3_tui.engines import get_engine
+
+        engine = get_engine(self._views.server.engine or "")
+        if self._feed is None or self._feed[0] != engine.name:
+            self._feed = (engine.name, engine.metrics_feed())
+        note: str | None = None
+        stats = None
+        try:
+            status, text = await client.metrics_text()
+            if status != 200:
+                note = f"/metrics answered HTTP {status}"
+            else:
+                stats = self._feed[1].update(self._clock(), text)
+        except (UserError, ValueError) as err:
+            note = f"/metrics: {err}"
+        if note is not None and note != self._said:
+            self._views.notice(f"{note}; still polling", "warning")
+        self._said = note
+        self._views.set_server(self._views.server.with_charts("/metrics", note, why.offer_log))
+        if stats is None:
+            return HttpReading("/metrics")
+        self._telemetry.ingest_spec(stats, stats.timestamp)
+        self._views.emit(StatsUpdated())
+        return HttpReading("/metrics", accept_len=stats.mean_acceptance_length, gen_tps=stats.generation_throughput,
+                           accept_rate=stats.draft_acceptance_rate, running=stats.running, queue=stats.waiting)
 
     async def _from_metrics(self, client: SGLangClient) -> tuple[HttpReading | None, str | None]:
         """(the /metrics reading, None) or (None, why it cannot be used; None when it is not served)."""
