@@ -86,3 +86,14 @@ def test_a_sweep_on_vllm_serves_chains_in_vllms_terms() -> None:
     assert argv[:at] + argv[at + 2:] == ARGV[:at] + ARGV[at + 2:]
     plan = config_plan(VLLM, "sweep 7/1/8", SpecConfig(7, 1, 8), ARGV)
     assert plan.problems == [] and shlex.split(plan.after) == argv
+
+
+def test_vllm_flag_presets_read_as_changes_inside_speculative_config() -> None:
+    """The Config pane shows vLLM's flag presets as what they change: keys inside --speculative-config
+    (there is no --num_speculative_tokens flag), and the no-speculation preset drops the flag itself."""
+    from eagle3_tui.ui.format import fmt_flags
+
+    shown = {p.name: fmt_flags(dict(p.flags)) for p in _presets() if p.kind == "flags"}
+    assert shown["draft-tokens=2"] == "--speculative-config num_speculative_tokens=2"
+    assert shown[NO_SPEC_PRESET] == "drop --speculative-config"
+    assert fmt_flags({"speculative-num-steps": 15}) == "--speculative-num-steps 15"  # SGLang's flags as they are

@@ -105,7 +105,7 @@ def test_several_servers_and_none_named_is_refused(tmp_path, demo_world, sim_ser
     for cmd in (["restart", "--yes"], ["bench", "-n", "1"]):
         r = _cli(tmp_path, prof, *cmd)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
-        assert "several SGLang servers run here" in r.stderr and "--port" in r.stderr, r.stderr
+        assert "several servers (SGLang or vLLM) run here" in r.stderr and "--port" in r.stderr, r.stderr
         assert f"port {a.port}" in r.stderr and f"port {b.port}" in r.stderr
     assert [_snapshot(s, c) for s, c in zip((a, b), cfgs, strict=True)] == before
 
@@ -123,7 +123,7 @@ def test_pid_names_the_server(tmp_path, demo_world, sim_server):
         for pid in (stranger.pid, 999_999_999):
             r = _cli(tmp_path, prof, "apply", PRESET, "--yes", "--pid", str(pid))
             assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-            assert f"no SGLang server this console recognises runs with pid {pid}" in r.stderr, r.stderr
+            assert f"no SGLang or vLLM server this console recognises runs with pid {pid}" in r.stderr, r.stderr
             assert f"port {a.port}" in r.stderr and f"port {b.port}" in r.stderr and "nothing was changed" in r.stderr
         r = _cli(tmp_path, prof, "restart", "--yes", "--pid", str(b.proc.pid), "--port", str(a.port))
         assert r.returncode == 2 and f"not on port {a.port}" in r.stderr, r.stderr

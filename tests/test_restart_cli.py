@@ -177,7 +177,7 @@ def test_a_port_change_without_a_launch_command_is_refused(tmp_path):
     prof.write_text(f'["here"]\nlocal = true\nlog_path = "{tmp_path}/server.log"\nstate_dir = "{state}"\nport = 30002\n')
     r = cli(prof, "here", "restart", "--yes")
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "no SGLang server this console recognises runs on port 30002" in r.stderr, r.stderr
+    assert "no SGLang or vLLM server this console recognises runs on port 30002" in r.stderr, r.stderr
     assert "serves port 30001" in r.stderr and "launch_command" in r.stderr and "nothing was changed" in r.stderr
 
 
@@ -238,7 +238,7 @@ def test_a_port_held_by_another_process_is_refused_before_anything_changes(tmp_p
     try:
         r = cli(prof, alias, "restart", "--yes", timeout=120)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-        assert f"port {port} is in use, but not by an SGLang server this console recognises" in r.stderr, r.stderr
+        assert f"port {port} is in use, but not by an SGLang or vLLM server this console recognises" in r.stderr, r.stderr
         assert "nothing was changed" in r.stderr and "[" not in r.stdout  # no restart progress: nothing began
     finally:
         stranger.close()

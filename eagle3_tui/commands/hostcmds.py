@@ -118,7 +118,7 @@ async def pin_pid(session: Session, pid: int | None) -> None:
     match = next((s for s in found if pid in (s.pid, s.pgid)), None)
     named = "; ".join(s.label for s in found) or "none"
     if match is None:
-        raise UserError(f"no SGLang server this console recognises runs with pid {pid} on {prof.name} (servers "
+        raise UserError(f"no SGLang or vLLM server this console recognises runs with pid {pid} on {prof.name} (servers "
                         f"found: {named}); nothing was changed")
     if prof.port is not None and prof.port != match.port:
         raise UserError(f"pid {pid} is the server on port {match.port}, not on port {prof.port} as asked; "

@@ -322,7 +322,7 @@ class Session:
         if chosen is not None and chosen.note:
             self.views.notice(chosen.note, "warning")
         if chosen is None and want is None and len(self._servers) > 1:
-            self.views.notice("several SGLang servers run here (" + "; ".join(s.label for s in self._servers)
+            self.views.notice("several servers (SGLang or vLLM) run here (" + "; ".join(s.label for s in self._servers)
                               + "): pick one (or set the port in the profile)", "warning")
         if chosen is not None:
             self._adopt(chosen)
@@ -638,19 +638,19 @@ class Session:
         adopted = self.server.pid is not None and any(s.pid == self.server.pid for s in self._servers)
         if want is None:
             if not adopted and len(self._servers) > 1:
-                raise UserError(f"refusing to {what}: several SGLang servers run here ({found}) and none was "
+                raise UserError(f"refusing to {what}: several servers (SGLang or vLLM) run here ({found}) and none was "
                                 "named: give --port (or set the port in the profile); nothing was changed")
             return
         if adopted and self.server.port == want:
             return
         if spec is not None and spec.port != want:
             raise UserError(
-                f"refusing to {what}: no SGLang server this console recognises runs on port {want} (servers "
+                f"refusing to {what}: no SGLang or vLLM server this console recognises runs on port {want} (servers "
                 f"found: {found}), and the launch command known serves port {spec.port}, not {want}; nothing "
                 f"was changed (set launch_command in the profile to start one on port {want})")
         if spec is not None and not await self.restarter.port_free(spec.bind_host, want):
             raise UserError(
-                f"refusing to {what}: port {want} is in use, but not by an SGLang server this console "
+                f"refusing to {what}: port {want} is in use, but not by an SGLang or vLLM server this console "
                 f"recognises (servers found: {found}); nothing was changed (see `ss -ltnp 'sport = :{want}'` "
                 "on the host)")
 

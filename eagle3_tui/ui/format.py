@@ -57,13 +57,21 @@ def wrap_line(line: str, width: int) -> list[str]:
 
 
 def fmt_flags(flags: dict[str, object]) -> str:
-    """A flags preset as launch-command changes: `--x 15`, `--y` (switch), `drop --z` (None removes)."""
+    """A flags preset as launch-command changes: `--x 15`, `--y` (switch), `drop --z` (None removes).
+
+    SGLang's flags are spelled with dashes; a vLLM preset's keys (`num_speculative_tokens`, `draft_model`)
+    are keys inside its `--speculative-config` JSON, and `speculative_config` itself is the flag."""
     out: list[str] = []
-    dropped = [k for k, v in flags.items() if v is None]
+    dropped: list[str] = []
     for k, v in flags.items():
+        k = k.lstrip("-")
+        flag = f"--{k.replace('_', '-')}" if k == "speculative_config" else None
         if v is None:
-            continue
-        out.append(f"--{k}" if v is True else f"--{k} {v}")
+            dropped.append(flag or (f"--speculative-config {k}" if "_" in k else f"--{k}"))
+        elif "_" in k and flag is None:
+            out.append(f"--speculative-config {k}={v}")
+        else:
+            out.append(f"--{k}" if v is True else f"--{k} {v}")
     if dropped:
-        out.append("drop " + " ".join(f"--{k}" for k in dropped))
+        out.append("drop " + " ".join(dropped))
     return " ".join(out)
