@@ -272,6 +272,18 @@ class ChartData:
             self.xs.append(b.t - t_end)
             self.ys.append(b.mean)
 
+    def runs(self) -> list[tuple[list[float], list[float]]]:
+        """The points cut where nothing was reported for a while (an idle server, a restart): a line drawn
+        across such a gap would show values nobody measured. A gap is over 25 s, or a twelfth of the window."""
+        gap = max(25.0, self.window_s / 12)
+        out: list[tuple[list[float], list[float]]] = []
+        start = 0
+        for i in range(1, len(self.xs) + 1):
+            if i == len(self.xs) or self.xs[i] - self.xs[i - 1] > gap:
+                out.append((self.xs[start:i], self.ys[start:i]))
+                start = i
+        return out
+
 
 def series(
     telemetry: Telemetry, name: str, *, t_end: float, window_s: float, points: int, defer: bool = False

@@ -94,6 +94,21 @@ def test_accept_series_has_the_prediction_the_tps_series_the_baseline():
     assert len(tps.xs) < len(acc.xs) or len(tps.xs) <= 31  # a one-minute window holds fewer points
 
 
+def test_a_chart_line_breaks_where_the_server_reported_nothing():
+    """Two benchmarks on a real vLLM server, minutes apart (it logs SpecDecoding lines only while busy, every
+    10 s): the line is drawn within each and not across the idle gap between them, where nothing was measured."""
+    tel = Telemetry()
+    times = [0.0, 10.0, 20.0, 30.0, 200.0, 210.0, 220.0]
+    for t, a in zip(times, [1.4, 1.5, 1.4, 1.5, 2.3, 2.2, 2.3], strict=True):
+        tel.series["accept_len"].append(t, a)
+    data = vm.series(tel, "accept_len", t_end=230.0, window_s=300, points=300)
+    runs = data.runs()
+    assert [len(xs) for xs, _ in runs] == [4, 3]
+    assert runs[0][1] == [1.4, 1.5, 1.4, 1.5] and runs[1][1] == [2.3, 2.2, 2.3]
+    assert [len(xs) for xs, _ in vm.ChartData(xs=[0.0, 5.0, 10.0], ys=[1, 2, 3]).runs()] == [3]
+    assert vm.ChartData().runs() == []
+
+
 def test_strips_and_windows():
     tel, t_end = recorded_telemetry()
     name, fmt = vm.STRIPS[0][1], vm.STRIPS[0][2]

@@ -159,8 +159,8 @@ class TimeChart(PlotextPlot):
         plt.ylabel(self.y_label)
         xmin = -data.window_s
         plt.xlim(xmin, 0)
-        if data.xs:
-            plt.plot(data.xs, data.ys, marker="braille", color=plan.line)
+        for xs, ys in data.runs():
+            plt.plot(xs, ys, marker="braille", color=plan.line)
         ys = list(data.ys)
         for y, label in data.references:
             plt.hline(y, ref_color)
