@@ -190,7 +190,8 @@ async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_ru
         s = session.server
         assert (s.state, s.engine, s.pid, s.pgid) == ("ready", "vllm", server.proc.pid, server.proc.pid)
         assert s.log_path == str(server.log_path)  # /proc/<pid>/fd/2
-        assert s.speculative and s.steps == 3 and s.draft_tokens == 3
+        # num_speculative_tokens 3: SGLang's terms (the check's, the cost model's) say 3 steps, 4 tokens verified
+        assert s.speculative and s.steps == 3 and s.draft_tokens == 4
         assert s.boundaries == get_engine("vllm").default_boundaries(vllm_models.num_layers) and s.layer_ids is None
         info = await session.poll_server_info()
         assert info["engine"] == "vllm" and session.server.version == info["version"] == "0.32.0"

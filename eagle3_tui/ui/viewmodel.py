@@ -143,6 +143,8 @@ def server_text(server: ServerView, now: float) -> str:
 def flags_text(server: ServerView) -> str:
     if not server.speculative:
         return "speculation off"
+    if server.engine == "vllm":  # its own word for the chain's length
+        return f"num_speculative_tokens {fmt_num(server.steps)}"
     draft_txt = fmt_num(server.draft_tokens)
     asked = server.requested_draft_tokens
     if asked is not None and server.draft_tokens is not None and asked != server.draft_tokens:

@@ -60,6 +60,13 @@ def test_status_parts_say_what_the_server_runs_and_how_it_does():
     assert parts.markup().count("\n") == 1
 
 
+def test_a_vllm_server_is_described_in_vllms_words():
+    """vLLM's one knob is num_speculative_tokens (a chain); the status bar says that, not SGLang's three flags."""
+    server = ServerView(state="ready", speculative=True, steps=3, topk=1, draft_tokens=4, engine="vllm")
+    assert vm.flags_text(server) == "num_speculative_tokens 3"
+    assert vm.flags_text(dataclasses.replace(server, engine="sglang")) == "steps 3 topk 1 draft tokens 4"
+
+
 def test_status_parts_readonly_reconnecting_and_no_speculation():
     s = snap(conn=ConnView("reconnecting", attempt=2, next_try_s=4.0), readonly=True,
              server=dataclasses.replace(SERVED, speculative=False, state="starting"))  # fmt: skip

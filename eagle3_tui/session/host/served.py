@@ -105,9 +105,10 @@ def served(
 def served_by_engine(
     engine: Engine, launch_: Launch, *, draft_text: str | None, num_layers: int | None, presets: Sequence[Preset]
 ) -> Served:
-    """The served fields of an engine whose flags need no effective-value rules (vLLM): tokens drafted per
-    step as `num_speculative_tokens` says (one chain, topk 1), the draft config's ids and boundaries by the
-    engine's own reading (`Engine.captures`)."""
+    """The served fields of an engine whose flags need no effective-value rules (vLLM): `num_speculative_tokens`
+    drafted per step in one chain (topk 1), which SGLang's terms (`SpecConfig`, the check's predictions, the
+    cost model) call steps = n and draft tokens = n + 1 (the tokens verified per step); the draft config's ids
+    and boundaries by the engine's own reading (`Engine.captures`)."""
     import json
 
     ids: tuple[int, ...] | None = None
@@ -123,6 +124,7 @@ def served_by_engine(
     preset = NO_SPEC_PRESET if not speculative else next(
         (p.name for p in presets if p.kind == "layers" and p.boundaries is not None and p.boundaries == boundaries),
         None)
+    verified = steps + 1 if steps is not None else None
     return Served(speculative=speculative, algorithm=launch_.method, steps=steps, topk=1 if speculative else None,
-                  draft_tokens=steps, requested_draft_tokens=steps, adjusted=(), layer_ids=ids,
+                  draft_tokens=verified, requested_draft_tokens=verified, adjusted=(), layer_ids=ids,
                   boundaries=boundaries, active_preset=preset)

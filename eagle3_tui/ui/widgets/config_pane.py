@@ -20,6 +20,7 @@ from textual.widgets.option_list import Option
 
 from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.ui.format import fmt_flags, fmt_ids
+from eagle3_tui.ui.viewmodel import flags_text
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Preset
@@ -41,10 +42,7 @@ def served_text(server: ServerView, readonly: bool) -> str:
     text = (
         f"Served now: layer ids {escape(fmt_ids(server.layer_ids))} → boundaries "
         f"{escape(format_boundaries(server.boundaries))}  (embed = the embedding output, hN = input of layer N)\n"
-        f"Flags: steps {server.steps if server.steps is not None else '?'}"
-        f" · topk {server.topk if server.topk is not None else '?'}"
-        f" · draft tokens {server.draft_tokens if server.draft_tokens is not None else '?'}"
-        f" · preset {escape(server.active_preset or '–')}"
+        f"Flags: {flags_text(server)} · preset {escape(server.active_preset or '–')}"
     )
     if readonly:
         text += "\n[$warning]read-only: presets cannot be applied[/]"
