@@ -186,3 +186,25 @@ def test_the_loop_gets_the_notable_events_and_the_listeners_every_event() -> Non
     [batch] = [b for _, b in p2.batches]
     assert [e.line for e in batch.events] == lines and p2.feed.warnings and p2.tracker.state is not None
     assert p2.telemetry.series["gen_tps"].values() == pytest.approx([100.0, 400.0])
+
+
+def test_the_requests_a_server_logs_as_they_finish_reach_the_live_view() -> None:
+    """A server run with --log-requests writes each finished request's meta_info: the feed files their accept
+    lengths (garbage beside them is only a log line), and the Live tab's row under the charts summarises the
+    traffic really served where SGLang reports no per-position rates."""
+    from eagle3_tui.ui.viewmodel import POSITIONS_NOT_REPORTED, positions_line
+    from tests.test_bench_sets import FINISH_JSON, FINISH_OLD, FINISH_TEXT
+
+    p = Parts(LocalHost())
+    assert positions_line(p.telemetry, "sglang").startswith(POSITIONS_NOT_REPORTED)
+    assert "--log-requests" in positions_line(p.telemetry, "sglang")
+    bad = FINISH_TEXT.replace("'spec_verify_ct': 28", "'spec_verify_ct': 0")  # no verify step: no accept length
+    p.feed.ingest_now([decode(1).rstrip("\n"), FINISH_TEXT, "garbage spec_verify_ct {", FINISH_OLD, bad, FINISH_JSON])
+    assert list(p.telemetry.requests) == [pytest.approx(64 / 28), 1.5, pytest.approx(40 / 12)]
+    assert p.stats == 1 and len(p.lines()) == 6
+    line = positions_line(p.telemetry, "sglang")
+    mean = (64 / 28 + 1.5 + 40 / 12) / 3
+    assert line.startswith("per-request accept length (3 requests the server logged): ")
+    assert f"mean {mean:.2f}" in line and "p50 2.29" in line
+    p.telemetry.ingest_requests([2.0] * 1200 + [float("nan"), 0.5])  # what is not an accept length is dropped
+    assert "(last 1,000 of 1,203 requests the server logged)" in positions_line(p.telemetry, "sglang")

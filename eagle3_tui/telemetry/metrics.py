@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from eagle3_tui.engines.base import SpecStats
 from eagle3_tui.sglang.logline import DecodeStats
+from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set
 from eagle3_tui.telemetry.series import Ring
 
 __all__ = [
@@ -204,6 +205,9 @@ class Telemetry:
         """Acceptance rate per draft position (position 1 first), where the engine reports it (vLLM)."""
         self.positions_reported = False
         """Whether any stats carried per-position rates (SGLang's never do)."""
+        self.requests: deque[float] = deque(maxlen=1000)
+        """The accept length of each request the server logged as it finished (`--log-requests`), newest last."""
+        self.requests_seen = 0
 
     def ingest(self, event: DecodeStats, t: float | None = None) -> None:
         """File one decode line under time `t` (default: its timestamp, else the wall clock)."""
@@ -261,6 +265,18 @@ class Telemetry:
             for ring, r in zip(self.positions, rates, strict=False):
                 if r is not None and 0.0 <= r <= 1.0:
                     ring.append(t, r)
+
+    def ingest_requests(self, values: Iterable[float]) -> None:
+        """Per-request accept lengths from the log; what is not a finite number >= 1 is dropped."""
+        for v in values:
+            f = _finite(v)
+            if f is not None and f >= 1.0:
+                self.requests.append(f)
+                self.requests_seen += 1
+
+    def request_summary(self) -> SetAccept | None:
+        """The logged requests kept (the newest thousand): count, mean, p10/p50/p90; None before the first."""
+        return accept_by_set([(ALL, v) for v in self.requests])[0] if self.requests else None
 
     def last_positions(self) -> tuple[float | None, ...]:
         """The newest rate of each draft position (None where none was filed)."""

@@ -365,15 +365,26 @@ def step_window(current: float, step: int) -> float:
     return WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
 
 
-POSITIONS_NOT_REPORTED = "per-position acceptance: SGLang does not report it (vLLM does); accept length only"
+POSITIONS_NOT_REPORTED = "per-position acceptance: SGLang does not report it (vLLM does)"
+
+
+def requests_line(telemetry: Telemetry) -> str:
+    """Per-request accept length over the requests the server logged as they finished, else why there is none."""
+    r = telemetry.request_summary()
+    if r is None:
+        return POSITIONS_NOT_REPORTED + "; a server run with --log-requests shows each request's"
+    shown = f"last {r.requests:,} of {telemetry.requests_seen:,}" if telemetry.requests_seen > r.requests else f"{r.requests:,}"
+    return (f"per-request accept length ({shown} requests the server logged): mean {r.mean:.2f} · "
+            f"p10 {r.p10:.2f} · p50 {r.p50:.2f} · p90 {r.p90:.2f}")
 
 
 def positions_line(telemetry: Telemetry, engine: str | None, width: int = 8) -> str:
     """The per-position acceptance pane: each draft position's newest rate as a bar (vLLM's SpecDecoding
-    line), or why there is none (SGLang reports one mean per step, no rate per position)."""
+    line), or, on SGLang, which reports one mean per step and no rate per position, the accept length of each
+    request the server logged (`--log-requests`) on the traffic it really serves."""
     if not telemetry.positions_reported:
         if engine in (None, "sglang"):
-            return POSITIONS_NOT_REPORTED
+            return requests_line(telemetry)
         return "per-position acceptance: none reported yet"
     cells = []
     for i, rate in enumerate(telemetry.last_positions(), 1):

@@ -39,6 +39,7 @@ from eagle3_tui.sglang.logline import (
     ServerReady,
     ServerWarning,
 )
+from eagle3_tui.sglang.requests import finished_accept_lengths
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
@@ -82,6 +83,8 @@ class Parsed:
     """SGLang's `LogEvent`s, or another engine's `EngineEvent`s."""
     notable: list[AnyLogEvent] = field(default_factory=list)
     """`events` of the NOTABLE types, in order; a DecodeStats as the whole server's line (RankMerger)."""
+    requests: list[float] = field(default_factory=list)
+    """The accept length of each request a `--log-requests` finish line reports (`sglang.requests`)."""
 
 
 class LogFeed:
@@ -196,7 +199,9 @@ class LogFeed:
             reader = self._reader
             for line in lines:
                 events.extend(reader.feed(line))
-            return self._pick(events, now)
+            parsed = self._pick(events, now)
+        parsed.requests = [v for line in lines if "spec_verify_ct" in line for v in finished_accept_lengths(line)]
+        return parsed
 
     def _pick(self, events: Sequence[AnyLogEvent], now: float | None) -> Parsed:
         """The notable events (in order), decode stats merged over the DP ranks; under the reader lock."""
@@ -222,7 +227,9 @@ class LogFeed:
         self._recent.extend(lines)
         events = parsed.events
         self._tracker.dispatch_all(parsed.notable)
-        stats = False
+        stats = bool(parsed.requests)
+        if parsed.requests:
+            self._telemetry.ingest_requests(parsed.requests)
         for ev in parsed.notable:
             if isinstance(ev, DecodeStats):
                 self._telemetry.ingest(ev, now)
