@@ -208,3 +208,13 @@ def test_the_requests_a_server_logs_as_they_finish_reach_the_live_view() -> None
     assert f"mean {mean:.2f}" in line and "p50 2.29" in line
     p.telemetry.ingest_requests([2.0] * 1200 + [float("nan"), 0.5])  # what is not an accept length is dropped
     assert "(last 1,000 of 1,203 requests the server logged)" in positions_line(p.telemetry, "sglang")
+
+
+def test_real_sglang_0523_finish_lines_are_read() -> None:
+    """Captured from real SGLang 0.5.23 on the demo world (`--log-requests --log-requests-level 0`, 3/1/4): the
+    warm-up request and two /generate requests whose meta_info said spec_accept_length 1.5. 0.5.23 writes these
+    lines to stdout: the console sees them where both streams go to the log (`> server.log 2>&1`)."""
+    lines = (Path(__file__).parent / "ui" / "data" / "real_sglang_0523_finish.log").read_text().splitlines()
+    p = Parts(LocalHost())
+    p.feed.ingest_now(lines)
+    assert list(p.telemetry.requests) == [2.0, 1.5, 1.5]
