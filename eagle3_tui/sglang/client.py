@@ -236,6 +236,14 @@ def aggregate_ranks(ranks: Sequence[tuple[float | None, float | None]]) -> tuple
     return (sum(accs) / len(accs) if accs else None), total
 
 
+def _json_answer(r: httpx.Response, path: str) -> Any:
+    """The JSON of a server's answer to `path` (readers.parse_json's limits); UserError when it is not JSON."""
+    try:
+        return parse_json(r.content, f"the server's {path} answer")
+    except json.JSONDecodeError:
+        raise UserError(f"the server's {path} answer is not JSON") from None
+
+
 def error_message(text: str) -> str:
     """An error answer's message: `error.message` (OpenAI style), `message` or `detail`, else its text; one line."""
     msg: Any = None
@@ -405,10 +413,7 @@ class SGLangClient:
         r = await self._request("GET", path)
         if r.status_code != 200:
             raise ServerUnavailable(f"the server at {self.base_url} answered HTTP {r.status_code} to {path}")
-        try:
-            return parse_json(r.content, f"the server's {path} answer")
-        except json.JSONDecodeError:
-            raise UserError(f"the server's {path} answer is not JSON") from None
+        return _json_answer(r, path)
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> tuple[Any, float]:
         """A POST answered 200 with JSON, and its latency; ServerUnavailable with the server's own error
@@ -418,10 +423,7 @@ class SGLangClient:
         dt = time.perf_counter() - t0
         if r.status_code != 200:
             raise ServerUnavailable(f"{path} answered HTTP {r.status_code}: {error_message(r.text)}")
-        try:
-            return parse_json(r.content, f"the server's {path} answer"), dt
-        except json.JSONDecodeError:
-            raise UserError(f"the server's {path} answer is not JSON") from None
+        return _json_answer(r, path), dt
 
     async def server_info(self) -> dict[str, Any]:
         """`/server_info`, or `/get_server_info` on builds before 0.5.6 (remembered once found)."""
@@ -431,10 +433,7 @@ class SGLangClient:
             r = await self._request("GET", path)
             if r.status_code == 200:
                 self._info_path = path
-                try:
-                    return unwrap_server_info(parse_json(r.content, f"the server's {path} answer"))
-                except json.JSONDecodeError:
-                    raise UserError(f"the server's {path} answer is not JSON") from None
+                return unwrap_server_info(_json_answer(r, path))
             last = r.status_code
             if r.status_code != 404:
                 break
@@ -467,10 +466,7 @@ class SGLangClient:
         dt = time.perf_counter() - t0
         if r.status_code != 200:
             raise ServerUnavailable(f"/generate answered HTTP {r.status_code}: {r.text[:200].strip()}")
-        try:
-            data = parse_json(r.content, "the server's /generate answer")
-        except json.JSONDecodeError:
-            raise UserError("the server's /generate answer is not JSON") from None
+        data = _json_answer(r, "/generate")
         if isinstance(data, list):
             data = data[0] if data else {}
         if not isinstance(data, dict):
@@ -499,10 +495,7 @@ class SGLangClient:
                             "read from its tokenizer: benchmark with --raw")
         if r.status_code != 200:
             raise ServerUnavailable(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:200].strip()}")
-        try:
-            data = parse_json(r.content, "the server's /v1/chat/completions answer")
-        except json.JSONDecodeError:
-            raise UserError("the server's /v1/chat/completions answer is not JSON") from None
+        data = _json_answer(r, "/v1/chat/completions")
         if not isinstance(data, dict):
             raise UserError(f"the server's /v1/chat/completions answer is a JSON {kind_of(data)}, not an object")
         choices = data.get("choices")
