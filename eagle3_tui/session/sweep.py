@@ -72,22 +72,25 @@ def servable(engine: Engine, grid: Sequence[SpecConfig]) -> list[SpecConfig]:
     return [c for c in grid if c[1] == 1 and c[2] == c[0] + 1]
 
 
+def config_flags(engine: Engine, cfg: SpecConfig) -> dict[str, str | int | float | bool | None]:
+    """The flags preset serving `cfg`: SGLang's three flags, or a chain engine's num_speculative_tokens."""
+    if engine.name == "sglang":
+        return dict(zip(SWEEP_FLAGS, cfg, strict=True))
+    return {engine_presets.NUM_TOKENS_KEY: cfg[0]}
+
+
 def config_plan(engine: Engine, name: str, cfg: SpecConfig, argv: Sequence[str],
                 target_arch: str | None = None) -> ApplyPlan:
     """The launch command serving `cfg`, as an apply plan (the sweep's first step, the one undo record)."""
-    s, k, d = cfg
-    flags: dict[str, str | int | float | bool | None] = (
-        dict(zip(SWEEP_FLAGS, (s, k, d), strict=True)) if engine.name == "sglang" else {engine_presets.NUM_TOKENS_KEY: s})
-    return engine_presets.plan_flag_preset(engine, Preset(name, "flags", flags=flags, description="flag sweep"),
-                                           argv=argv, target_arch=target_arch)
+    preset = Preset(name, "flags", flags=config_flags(engine, cfg), description="flag sweep")
+    return engine_presets.plan_flag_preset(engine, preset, argv=argv, target_arch=target_arch)
 
 
 def config_argv(engine: Engine, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:
     """The launch command serving `cfg` (the sweep's later steps, relaunched without records)."""
-    s, k, d = cfg
     if engine.name == "sglang":
-        return set_flags(argv, dict(zip(SWEEP_FLAGS, (s, k, d), strict=True)))
-    return list(engine.with_draft_tokens(engine.parse_launch(argv), s).argv)
+        return set_flags(argv, config_flags(engine, cfg))
+    return list(engine.with_draft_tokens(engine.parse_launch(argv), cfg[0]).argv)
 
 
 async def _whole(restart: Any) -> None:
