@@ -265,3 +265,24 @@ def test_the_demo_server_dies_with_its_console(sim_server) -> None:
     console.wait()
     assert srv.proc.wait(timeout=30) == 0
     assert "is gone: shutting down" in srv.log_text() and "Shutting down" in srv.log_text()
+
+
+def test_a_server_stuck_in_loading_still_dies_with_its_console(tmp_path) -> None:
+    """The watcher's SIGTERM can only act when the main thread runs Python; one stuck in a long C call
+    (here: SIGTERM ignored, the main thread asleep) is left behind after the grace: the process exits."""
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    code = (
+        "import signal, sys, time\n"
+        "from eagle3_tui.sim.logfmt import LogWriter\n"
+        "from eagle3_tui.sim.server import _exit_with\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"_exit_with({gone.pid}, LogWriter(sys.stderr), poll_s=0.1, grace_s=0.5)\n"
+        "time.sleep(120)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "is gone: shutting down" in run.stderr and "exiting at once" in run.stderr

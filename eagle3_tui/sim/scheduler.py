@@ -78,7 +78,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self.stop_event.set()
-        self.thread.join(timeout=5)
+        if self.thread.is_alive():
+            self.thread.join(timeout=5)
 
     def submit(self, req: Request) -> None:
         self.waiting.put(req)

@@ -142,15 +142,22 @@ def _on_signals(stop: threading.Event, holder: dict[str, SimServer]) -> None:
     signal.signal(signal.SIGINT, on_term)
 
 
-def _exit_with(pid: int, log: LogWriter, poll_s: float = 1.0) -> None:
+def _exit_with(pid: int, log: LogWriter, poll_s: float = 1.0, grace_s: float = 30.0) -> None:
     """Send ourselves SIGTERM (the normal shutdown) once `pid` is gone: a SIGKILLed demo console
-    cannot stop its server, so the server watches the console instead."""
+    cannot stop its server, so the server watches the console instead. A main thread that cannot
+    take the signal in `grace_s` (stuck in a C call while loading) is left behind: the process exits."""
 
     def watch() -> None:
         while pid_alive(pid):
             time.sleep(poll_s)
-        log.write(f"sim: process {pid} (--sim-exit-with-pid) is gone: shutting down")
-        os.kill(os.getpid(), signal.SIGTERM)
+        try:
+            log.write(f"sim: process {pid} (--sim-exit-with-pid) is gone: shutting down")
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        log.write(f"sim: still up {grace_s:.0f}s after SIGTERM: exiting at once")
+        sys.stderr.flush()
+        os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-pid", daemon=True).start()
 

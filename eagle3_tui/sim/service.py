@@ -142,6 +142,9 @@ class SimServer:
         `shutdown`."""
         self.httpd = ThreadingHTTPServer((self.args.host, self.args.port), handler)
         self.httpd.daemon_threads = True
+        if self.stopping.is_set():  # `shutdown` came before there was an httpd to stop
+            self.httpd.server_close()
+            return
         scheme = "https" if self._serve_tls(self.httpd) else "http"
         self.scheduler.start()
         self.log.write(f"INFO:     Started server process [{os.getpid()}]")
