@@ -55,7 +55,7 @@ def _state(pid: int) -> str:
 
 def _log_tail(root: Path) -> str:
     logs = sorted(root.rglob("server.log"))
-    return "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if logs else "(no server.log)"
+    return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-15:]) if logs else "(no server.log)"
 
 
 @pytest.mark.slow
