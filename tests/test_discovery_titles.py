@@ -84,7 +84,7 @@ async def test_a_real_renamed_child_marks_the_server(tmp_path):
         assert len(mine) == 1, bare.notes
         assert mine[0].startswith(f"pid {proc.pid} runs SGLang (its children are titled sglang::scheduler_TP0) "
                                   f"but its command line '{sys.executable} -c ")
-        assert mine[0].endswith("is not an SGLang launch command, so the server's launch args cannot be read: "
+        assert mine[0].endswith("is not SGLang's launch command, so the server's launch args cannot be read: "
                                 "set launch_command in the profile")
         assert all(s.pid != proc.pid for s in bare.servers)
 
@@ -121,7 +121,7 @@ def test_vllm_servers_and_their_titled_children():
     assert engine_title(["VLLM::notes"]) is None and engine_title([]) is None
     note = _recovered_argv(procs[5], "VLLM::EngineCore", None)[1]
     assert note.startswith("pid 30 runs vLLM (its children are titled VLLM::EngineCore)")
-    assert "is not a vLLM launch command" in note
+    assert "is not vLLM's launch command" in note
     argv, note = _recovered_argv(procs[5], "VLLM::EngineCore", module)
     assert argv == tuple(module) and note.endswith("using the profile's launch_command")
 

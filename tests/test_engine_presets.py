@@ -75,16 +75,19 @@ def test_a_sweep_on_vllm_serves_chains_in_vllms_terms() -> None:
     """vLLM drafts a chain of num_speculative_tokens: the sweep keeps the grid's chains (steps/1/steps+1),
     and serves each by rewriting num_speculative_tokens inside --speculative-config, every other token kept."""
     from eagle3_tui.eagle.spec_config import SpecConfig
-    from eagle3_tui.session.sweep import config_argv, config_plan, servable
+    from eagle3_tui.session.sweep import config_plan, servable
+    from eagle3_tui.session.terms import SeamTerms, terms_for
 
     grid = [SpecConfig(3, 1, 4), SpecConfig(3, 4, 8), SpecConfig(5, 4, 16), SpecConfig(7, 1, 8), SpecConfig(2, 1, 2)]
     assert servable(VLLM, grid) == [SpecConfig(3, 1, 4), SpecConfig(7, 1, 8)]
     assert servable(get_engine("sglang"), grid) == grid
-    argv = config_argv(VLLM, SpecConfig(7, 1, 8), ARGV)
+    terms = terms_for(VLLM)
+    assert isinstance(terms, SeamTerms)
+    argv = terms.sweep_argv(SpecConfig(7, 1, 8), ARGV)
     at = argv.index("--speculative-config")
     assert json.loads(argv[at + 1]) == {**SPEC, "num_speculative_tokens": 7}
     assert argv[:at] + argv[at + 2:] == ARGV[:at] + ARGV[at + 2:]
-    plan = config_plan(VLLM, "sweep 7/1/8", SpecConfig(7, 1, 8), ARGV)
+    plan = config_plan(terms, "sweep 7/1/8", SpecConfig(7, 1, 8), ARGV)
     assert plan.problems == [] and shlex.split(plan.after) == argv
 
 
@@ -97,3 +100,23 @@ def test_vllm_flag_presets_read_as_changes_inside_speculative_config() -> None:
     assert shown["draft-tokens=2"] == "--speculative-config num_speculative_tokens=2"
     assert shown[NO_SPEC_PRESET] == "drop --speculative-config"
     assert fmt_flags({"speculative-num-steps": 15}) == "--speculative-num-steps 15"  # SGLang's flags as they are
+
+
+def test_sglang_sweeps_through_its_own_three_flags() -> None:
+    """SGLang's terms serve a configuration through its three flags, with its own effective-value check:
+    topk 1 with more draft tokens than steps + 1 is adjusted, and the plan says so."""
+    from eagle3_tui.eagle.spec_config import SpecConfig
+    from eagle3_tui.session.sweep import config_plan
+    from eagle3_tui.session.terms import SGLangTerms, terms_for
+
+    terms = terms_for(get_engine("sglang"))
+    assert isinstance(terms, SGLangTerms)
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3", "--port", "30000"]
+    after = terms.sweep_argv(SpecConfig(2, 1, 3), argv)
+    assert after[after.index("--speculative-num-steps") + 1] == "2"
+    assert after[after.index("--speculative-eagle-topk") + 1] == "1"
+    assert after[after.index("--speculative-num-draft-tokens") + 1] == "3"
+    assert after[after.index("--port") + 1] == "30000" and after[:5] == argv[:5]
+    plan = config_plan(terms, "sweep 2/1/8", SpecConfig(2, 1, 8), argv)
+    assert any("draft tokens 3" in w for w in plan.warnings), plan.warnings

@@ -144,6 +144,8 @@ class Engine(abc.ABC):
     """One serving engine. Stateless: the feeds it makes hold the state."""
 
     name: str
+    label: str
+    """The engine's name as its users write it, for sentences."""
     id_convention: str
     """The layer-id convention of `eagle3_tui.eagle.wiring` this engine's draft configs use."""
     ids_key: str

@@ -103,6 +103,7 @@ class _Metrics(MetricsFeed):
 
 class SGLangEngine(Engine):
     name = NAME
+    label = "SGLang"
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES

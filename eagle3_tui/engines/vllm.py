@@ -91,6 +91,7 @@ class _Metrics(MetricsFeed):
 
 class VLLMEngine(Engine):
     name = NAME
+    label = "vLLM"
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()

@@ -20,7 +20,6 @@ from eagle3_tui.eagle.draft_config import json_diff
 from eagle3_tui.engines import Engine, Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session import presets
 from eagle3_tui.session.presets import (
     LAUNCH_COMMAND_PATH,
     NO_SPEC_PRESET,
@@ -132,10 +131,3 @@ def plan_flags(engine: Engine, preset: Preset, *, argv: Sequence[str]) -> ApplyP
     after = shlex.join(after_argv) + "\n"
     return ApplyPlan(preset, LAUNCH_COMMAND_PATH, before, after, launch_diff(argv, after_argv), [], warnings,
                      sha256_text(before))
-
-
-def plan_flag_preset(engine: Engine, preset: Preset, *, argv: Sequence[str], target_arch: str | None = None) -> ApplyPlan:
-    """A flags preset's plan: SGLang's own flags (`presets.plan_flags`), else in the engine's terms."""
-    if engine.name == "sglang":
-        return presets.plan_flags(preset, argv=argv, target_arch=target_arch)
-    return plan_flags(engine, preset, argv=argv)

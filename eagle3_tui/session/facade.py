@@ -34,7 +34,6 @@ from eagle3_tui.errors import EXIT_CONNECTION_LOST, UserError
 from eagle3_tui.profile import Preset, Profile
 from eagle3_tui.remote.errors import ConnectionLost
 from eagle3_tui.remote.procgroup import pid_alive
-from eagle3_tui.session import engine_presets
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.check.job import CheckDefaults, CheckEvent, EventHandler, check_request
 from eagle3_tui.session.check.job import run_check as run_check_job
@@ -64,7 +63,7 @@ from eagle3_tui.session.host.discovery import (
 from eagle3_tui.session.host.facts import LIVE_WINDOW_S, FactsSnapshot, base_installed, build_facts
 from eagle3_tui.session.host.inputs import draft_config_problem, input_findings
 from eagle3_tui.session.host.probe import TargetInfo, client_options, read_target
-from eagle3_tui.session.host.served import parse_argv, served, served_by_engine
+from eagle3_tui.session.host.served import parse_argv
 from eagle3_tui.session.host.training_data import TrainingData, read_head, read_trained_template, resolve
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
@@ -73,17 +72,14 @@ from eagle3_tui.session.live.runstate import RunTracker
 from eagle3_tui.session.presets import (
     NO_SPEC_PRESET,
     ApplyPlan,
-    advice_presets,
-    all_presets,
-    builtin_presets,
     find_preset,
-    plan_layers,
 )
 from eagle3_tui.session.restart.restarter import Restarter
 from eagle3_tui.session.store.changes import Changed, Changes
 from eagle3_tui.session.store.local import LocalStore
 from eagle3_tui.session.store.records import Records, bench_results, config_snapshot, jsonable
 from eagle3_tui.session.tasks import TaskSet
+from eagle3_tui.session.terms import EngineTerms, PresetInputs, terms_for
 from eagle3_tui.session.views import Listener, Views
 from eagle3_tui.sglang.logline import Failure
 from eagle3_tui.telemetry.metrics import Telemetry
@@ -178,6 +174,18 @@ class Session:
             with contextlib.suppress(UserError):
                 return self._spec.engine
         return get_engine("sglang")
+
+    @property
+    def terms(self) -> EngineTerms:
+        """The serving engine's presets, plans and served fields (`session/terms`)."""
+        return terms_for(self.engine)
+
+    def _preset_inputs(self) -> PresetInputs:
+        t = self.target
+        return PresetInputs(target_arch=t.arch, num_layers=t.num_layers, draft_text=t.draft_text,
+                            embed_capture=t.embed_capture, fc_num_aux=t.fc_num_aux,
+                            data_slots=self.profile.data_slots, user_presets=self.profile.presets,
+                            installed=self._installed(), findings=tuple(self.findings))
 
     @property
     def restarting(self) -> bool:
@@ -347,21 +355,13 @@ class Session:
 
     def _update_served(self) -> None:
         """The server view's speculative fields from the launch command and the draft config."""
-        engine = self.engine
-        self._feed.use_engine(engine)
-        if self._spec is not None and engine.name != "sglang":
-            with contextlib.suppress(UserError):
-                view = served_by_engine(engine, engine.parse_launch(self._spec.argv), draft_text=self.target.draft_text,
-                                        num_layers=self.target.num_layers, presets=self.presets())
-                self.telemetry.num_steps = view.steps
-                self.views.set_server(self.server.with_served(view))
+        self._feed.use_engine(self.engine)
+        if self._spec is None:
             return
-        args = parse_argv(self._spec.argv) if self._spec is not None else None
-        if args is None:
+        view = self.terms.served(self._spec.argv, self._preset_inputs(), self.presets())
+        if view is None:
             return
-        view, eff = served(args, target_arch=self.target.arch, draft_text=self.target.draft_text,
-                           num_layers=self.target.num_layers, presets=self.presets(), installed=self._installed())
-        self.telemetry.num_steps = eff.steps
+        self.telemetry.num_steps = view.steps
         self.views.set_server(self.server.with_served(view))
 
     async def read_launch_facts(self) -> None:
@@ -509,20 +509,7 @@ class Session:
     # ------------------------------------------------------------ presets, changes, restarts
 
     def presets(self) -> list[Preset]:
-        engine = self.engine
-        if engine.name != "sglang":  # in the engine's own terms (engine_presets.py)
-            launch = None
-            if self._spec is not None:
-                with contextlib.suppress(UserError):
-                    launch = engine.parse_launch(self._spec.argv)
-            own = engine_presets.builtin_presets(engine, data_slots=self.profile.data_slots, current=launch)
-            by_name = {p.name: p for p in [*own, *self.profile.presets]}
-            return [engine_presets.with_boundaries(engine, p, self.target.num_layers) for p in by_name.values()]
-        current = parse_argv(self._spec.argv) if self._spec is not None else None
-        installed = self._installed()
-        builtins = builtin_presets(data_slots=self.profile.data_slots, current=current, installed=installed)
-        builtins += advice_presets(self.findings or ())  # the doctor's better-flags, when it advises
-        return all_presets(builtins, self.profile.presets, self.target.num_layers, installed)
+        return self.terms.presets(self._spec.argv if self._spec is not None else None, self._preset_inputs())
 
     def _installed(self) -> Answer | None:
         """The installed SGLang's answer for the target (no id key): its source, else /server_info's version."""
@@ -531,11 +518,10 @@ class Session:
     async def plan_apply(self, preset_name: str) -> ApplyPlan:
         """What applying the preset would change, validated. Changes nothing."""
         preset = find_preset(self.presets(), preset_name)
-        engine = self.engine
         if preset.kind == "flags":
             if self._spec is None:
                 raise UserError("no launch command known: attach to a running server or set launch_command in the profile")
-            return engine_presets.plan_flag_preset(engine, preset, argv=self._spec.argv, target_arch=self.target.arch)
+            return self.terms.plan_flags(preset, self._spec.argv, self.target.arch)
         path = self.target.draft_config_path
         if path is None:
             raise UserError("the draft config path is unknown (no --speculative-draft-model-path and no draft_path in the profile)")
@@ -546,12 +532,7 @@ class Session:
             raise UserError(f"preset {preset.name!r} cannot be applied: {why}")
         before = raw.decode("utf-8")
         self.target.draft_text = before
-        if engine.name != "sglang":
-            return engine_presets.plan_layers(engine, preset, path=path, before=before,
-                                              num_layers=self.target.num_layers, fc_num_aux=self.target.fc_num_aux)
-        return plan_layers(preset, path=path, before=before, num_layers=self.target.num_layers,
-                           embed_capture=self.target.embed_capture, fc_num_aux=self.target.fc_num_aux,
-                           installed=self._installed())
+        return self.terms.plan_layers(preset, path=path, before=before, inputs=self._preset_inputs())
 
     async def apply(self, plan: ApplyPlan) -> None:
         """Validate, write atomically with a backup (or change the launch command), ledger row, restart."""

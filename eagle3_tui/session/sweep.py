@@ -21,17 +21,16 @@ from typing import TYPE_CHECKING, Any
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session import engine_presets
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import ApplyPlan, set_flags
+from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.terms import EngineTerms, terms_for
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
     from eagle3_tui.eagle.accuracy import CheckReport
     from eagle3_tui.engines import Engine
 
-SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
 def served_config(argv: Sequence[str] | None, target_arch: str | None = None) -> SpecConfig | None:
@@ -72,25 +71,11 @@ def servable(engine: Engine, grid: Sequence[SpecConfig]) -> list[SpecConfig]:
     return [c for c in grid if c[1] == 1 and c[2] == c[0] + 1]
 
 
-def config_flags(engine: Engine, cfg: SpecConfig) -> dict[str, str | int | float | bool | None]:
-    """The flags preset serving `cfg`: SGLang's three flags, or a chain engine's num_speculative_tokens."""
-    if engine.name == "sglang":
-        return dict(zip(SWEEP_FLAGS, cfg, strict=True))
-    return {engine_presets.NUM_TOKENS_KEY: cfg[0]}
-
-
-def config_plan(engine: Engine, name: str, cfg: SpecConfig, argv: Sequence[str],
+def config_plan(terms: EngineTerms, name: str, cfg: SpecConfig, argv: Sequence[str],
                 target_arch: str | None = None) -> ApplyPlan:
     """The launch command serving `cfg`, as an apply plan (the sweep's first step, the one undo record)."""
-    preset = Preset(name, "flags", flags=config_flags(engine, cfg), description="flag sweep")
-    return engine_presets.plan_flag_preset(engine, preset, argv=argv, target_arch=target_arch)
-
-
-def config_argv(engine: Engine, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:
-    """The launch command serving `cfg` (the sweep's later steps, relaunched without records)."""
-    if engine.name == "sglang":
-        return set_flags(argv, config_flags(engine, cfg))
-    return list(engine.with_draft_tokens(engine.parse_launch(argv), cfg[0]).argv)
+    preset = Preset(name, "flags", flags=terms.sweep_flags(cfg), description="flag sweep")
+    return terms.plan_flags(preset, argv, target_arch)
 
 
 async def _whole(restart: Any) -> None:
@@ -195,20 +180,20 @@ class Sweep:
         predicted = prediction_for(self.report, cfg, self.boundaries)
         t0 = time.monotonic()
         name = f"sweep {s}/{k}/{d}"
-        engine = self.session.engine
+        terms = terms_for(self.session.engine)
         try:
             if first and cfg == self._served:  # served now: measured as it runs, no restart
                 bench = await self.session.benchmark(**self.bench)
                 return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps, seconds=time.monotonic() - t0,
                                  prompt_format=bench.prompt_format, concurrency=bench.concurrency), False
             if first:
-                plan = config_plan(engine, name, cfg, start, getattr(self.session.target, "arch", None))
+                plan = config_plan(terms, name, cfg, start, getattr(self.session.target, "arch", None))
                 if plan.problems:
                     return SweepStep(cfg, predicted, error=plan.problems[0]), False
                 self._applied = name
                 await _whole(self.session.apply(plan))
             else:
-                await _whole(self.session.relaunch(config_argv(engine, cfg, start), reason=name))
+                await _whole(self.session.relaunch(terms.sweep_argv(cfg, start), reason=name))
             bench = await self.session.benchmark(**self.bench)
         except (RestartFailed, UserError) as err:
             # apply writes its record before it restarts: a failed start still leaves it

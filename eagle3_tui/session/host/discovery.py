@@ -273,9 +273,9 @@ def _recovered_argv(
     with the sentence that says so."""
     shown = " ".join(leader.argv[:4]) + (" ..." if len(leader.argv) > 4 else "")
     found = engine_title([title])
-    name, article = ("vLLM", "a") if found is not None and found[0].name == "vllm" else ("SGLang", "an")
+    name = found[0].label if found is not None else "SGLang"
     head = (f"pid {leader.pid} runs {name} (its children are titled {title}) but its command line {shown!r} "
-            f"is not {article} {name} launch command, so the server's launch args cannot be read")
+            f"is not {name}'s launch command, so the server's launch args cannot be read")
     if launch_command:
         with contextlib.suppress(UserError):
             engine_for_launch(launch_command).parse_launch(launch_command)
