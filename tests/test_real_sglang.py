@@ -98,12 +98,15 @@ async def test_discovery_finds_the_main_process_and_its_sglang_children(real_sgl
 
 
 async def test_the_log_is_followed_and_the_status_accept_length_is_the_logs(real_sglang, demo_world, tmp_path):
+    """The stderr log's decode lines give the status bar's accept length; the requests the server logs as
+    they finish (`--log-requests`, on stdout: the access file discovery found) give the live per-request row
+    each request's own accept length, as its /generate answer said."""
     session = Session(_profile(real_sglang, tmp_path, demo_world))
     try:
         await session.attach()
+        assert session.access_log == str(real_sglang.workdir / "stdout.log")
         seen = len(real_sglang.log_text().splitlines())
-        for p in PROMPTS[:2]:
-            _generate(real_sglang, p, 64)
+        answered = [_generate(real_sglang, p, 64)["meta_info"]["spec_accept_length"] for p in PROMPTS[:2]]
         lines = real_sglang.log_text().splitlines()[seen:]
         decode = [ln for ln in lines if "Decode batch" in ln]
         assert decode and all("cpu graph: False" in ln for ln in decode), decode
@@ -112,6 +115,9 @@ async def test_the_log_is_followed_and_the_status_accept_length_is_the_logs(real
         deadline = loop.time() + 30
         while session.telemetry.summary().last.get("accept_len") != pytest.approx(last, abs=0.005):
             assert loop.time() < deadline, (session.telemetry.summary().last.get("accept_len"), last)
+            await asyncio.sleep(0.2)
+        while list(session.telemetry.requests)[-2:] != pytest.approx(answered):
+            assert loop.time() < deadline, (list(session.telemetry.requests), answered)
             await asyncio.sleep(0.2)
     finally:
         await session.close()

@@ -111,6 +111,8 @@ def demo_profile(world: Any, real: RealSglang, *, port: int, state_dir: str | Pa
         real, target=world.target_dir, draft=draft, port=port, steps=1, topk=1, draft_tokens=16,
         # a decode stat every 10 iterations (SGLang's default is 40) so the demo's charts move at once
         decode_log_interval=10,
+        # each finished request's meta_info (no text) in the log: the Live tab's per-request row
+        extra=("--log-requests", "--log-requests-level", "0"),
     )
     profile.launch_env = real.env()
     profile.remote_python = str(real.python)

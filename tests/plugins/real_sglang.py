@@ -6,7 +6,7 @@
   process group, with the environment `session.real_sglang` gives (SGLANG_USE_CPU_ENGINE, OMP_NUM_THREADS,
   PYTHONPATH with engines/sglang/cpu_support; `user_env` over the test's own), and waits for SGLang's ready line (or its exit).
 - `real_sglang`: one EAGLE-3 server (3 steps, topk 1 and 16 draft tokens asked for, which SGLang's topk-1 rule
-  serves as 4; a draft copy without a layer-id key: SGLang's default wiring) shared by every test that does not
+  serves as 4; a draft copy without a layer-id key: SGLang's default wiring; `--log-requests`) shared by every test that does not
   restart it. `real_sglang_taken`: that same server handed to one test that restarts and ends it (the lane's
   story); such tests run last (`pytest_collection_modifyitems`), and a test asking for the shared server after
   it was taken gets a new one.
@@ -50,6 +50,8 @@ START_TIMEOUT_S = 420.0
 # (its batch lines then carry the forward counter, `Decode batch [N], ...`), so the conformance test holds
 # the sim to it and the story sees a relaunch keep it.
 SHARED_USER_ENV = {"SGLANG_LOG_FORWARD_ITERS": "1"}
+LOG_REQUESTS = ("--log-requests", "--log-requests-level", "0")
+"""The shared server logs each request as it finishes (0.5.23: to stdout, its own file here): meta_info only."""
 
 
 @dataclass
@@ -177,7 +179,7 @@ class SharedServer:
     def get(self) -> RealServer:
         if self.server is None or self.server.stopped or self.server.proc.poll() is not None:
             self.server = start_real_sglang(self.real, self.world, self.factory.mktemp("real-sglang"),
-                                            draft_tokens=16, user_env=SHARED_USER_ENV)
+                                            draft_tokens=16, user_env=SHARED_USER_ENV, extra=LOG_REQUESTS)
             self.started.append(self.server)
         return self.server
 
