@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.openai_answer import CHAT_PATH, RAW_PATH, read_openai_answer
 from eagle3_tui.readers import kind_of
 from eagle3_tui.vllm.api import request_spec, served_models
 
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAISender", "bench_sender", "openai_result"]
 
-CHAT_PATH = "/v1/chat/completions"
-RAW_PATH = "/v1/completions"
 
 
 def openai_result(data: Any, latency_s: float, path: str) -> GenerateResult:
@@ -32,24 +31,15 @@ def openai_result(data: Any, latency_s: float, path: str) -> GenerateResult:
     sentence) for an answer without choices or usage."""
     from eagle3_tui.sglang.client import GenerateResult
 
-    what = f"the server's {path} answer"
-    if not isinstance(data, Mapping):
-        raise UserError(f"{what} is a JSON {kind_of(data)}, not an object")
-    choices = data.get("choices")
-    if not (isinstance(choices, list) and choices and isinstance(choices[0], Mapping)):
-        raise UserError(f"{what} has no choices")
-    usage = data.get("usage")
-    ct = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-    if not isinstance(ct, int) or isinstance(ct, bool):
-        raise UserError(f"{what} has no usage.completion_tokens")
-    first = choices[0]
-    message = first.get("message")
-    text = message.get("content") if isinstance(message, Mapping) else first.get("text")
+    answer = read_openai_answer(data, path)
+    ct = answer.completion_tokens
+    if ct is None:
+        raise UserError(f"the server's {path} answer has no usage.completion_tokens")
     spec = request_spec(data)
     if spec is None:
-        return GenerateResult(str(text or ""), latency_s, ct, {})
+        return GenerateResult(answer.text, latency_s, ct, {})
     meta = {"spec_verify_ct": spec.num_spec_steps, "spec_accept_length": spec.mean_acceptance_length}
-    return GenerateResult(str(text or ""), latency_s, ct, meta, spec_tokens=spec.num_spec_steps + spec.num_accepted,
+    return GenerateResult(answer.text, latency_s, ct, meta, spec_tokens=spec.num_spec_steps + spec.num_accepted,
                           per_position=spec.per_position)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import httpx
 
 from eagle3_tui.errors import UserError
+from eagle3_tui.openai_answer import CHAT_PATH, read_openai_answer
 from eagle3_tui.readers import kind_of, parse_json, sub_object
 from eagle3_tui.sglang.promtext import MetricSample, read_samples_lenient
 from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set, percentile
@@ -259,23 +260,21 @@ def error_message(text: str) -> str:
     return " ".join(shown.split())[:200]
 
 
-def chat_result(data: Mapping[str, Any], latency_s: float) -> GenerateResult:
+def chat_result(data: Any, latency_s: float) -> GenerateResult:
     """A chat completion as a GenerateResult: usage's completion tokens, and the spec fields of
-    `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`."""
-    choices = data.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = first.get("message")
-    msg: dict[str, Any] = message if isinstance(message, dict) else {}
-    meta: dict[str, Any] = dict(first["meta_info"]) if isinstance(first.get("meta_info"), dict) else {}
+    `sglext.spec_tokens_details` (a dict, or a list with one per choice) or of `choices[0].meta_info`.
+    UserError (one sentence) for an answer without choices."""
+    answer = read_openai_answer(data, CHAT_PATH)
+    info = answer.choice.get("meta_info")
+    meta: dict[str, Any] = dict(info) if isinstance(info, Mapping) else {}
     ext = data.get("sglext")
     details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
     if isinstance(details, list):
         details = details[0] if details else None
     if isinstance(details, dict):
         meta.update({k: v for k, v in details.items() if k.startswith("spec_")})
-    usage = data.get("usage")
-    ct = (usage if isinstance(usage, dict) else {}).get("completion_tokens", meta.get("completion_tokens"))
-    return GenerateResult(text=str(msg.get("content") or ""), latency_s=latency_s,
+    ct = answer.completion_tokens if answer.completion_tokens is not None else meta.get("completion_tokens")
+    return GenerateResult(text=answer.text, latency_s=latency_s,
                           completion_tokens=int(ct) if isinstance(ct, (int, float)) else 0, meta_info=meta)
 
 
@@ -488,20 +487,14 @@ class SGLangClient:
         body = {"model": "default", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
                 "temperature": temperature, "ignore_eos": ignore_eos, "return_spec_tokens_details": True}
         t0 = time.perf_counter()
-        r = await self._request("POST", "/v1/chat/completions", json=body)
+        r = await self._request("POST", CHAT_PATH, json=body)
         dt = time.perf_counter() - t0
         if r.status_code == 404:
             raise UserError(f"the server at {self.base_url} has no /v1/chat/completions and no chat template was "
                             "read from its tokenizer: benchmark with --raw")
         if r.status_code != 200:
             raise ServerUnavailable(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:200].strip()}")
-        data = _json_answer(r, "/v1/chat/completions")
-        if not isinstance(data, dict):
-            raise UserError(f"the server's /v1/chat/completions answer is a JSON {kind_of(data)}, not an object")
-        choices = data.get("choices")
-        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-            raise UserError("the server's /v1/chat/completions answer has no choices")
-        return chat_result(data, dt)
+        return chat_result(_json_answer(r, CHAT_PATH), dt)
 
     async def flush_cache(self) -> bool:
         """POST /flush_cache; False when the server refused (requests still running)."""
