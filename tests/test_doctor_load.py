@@ -170,3 +170,27 @@ def test_sweep_rows_say_their_concurrency_and_prompts() -> None:
 
     row = SweepStep(SpecConfig(7, 1, 8), 2.9, 2.7, 310.0, prompt_format="chat", concurrency=16).to_dict()
     assert row["concurrency"] == 16 and row["prompt_format"] == "chat" and batch_of(row) == 16
+
+
+def test_better_flags_on_vllm_advises_a_chain_in_vllms_terms() -> None:
+    """vLLM drafts chains only: the advice ranks only the chains (the tree that would win is not servable),
+    the fix names num_speculative_tokens inside --speculative-config, and the Config pane's preset serves it."""
+    from eagle3_tui.engines import get_engine
+    from eagle3_tui.session.terms import terms_for
+
+    measured = _measured(((1, 1, 2), 8), ((3, 1, 4), 8), ((5, 4, 16), 8))
+    preds = tuple(Prediction(SpecConfig(*c), a) for c, a in ACCEPT.items())
+    facts = Facts(engine="vllm", engine_release="0.32.0+cpu", served_config=SpecConfig(1, 1, 2),
+                  running_reqs_mean=1.0, baseline_tps=8 / TRUE.t0, baseline_batch=8, predictions=preds,
+                  measured_configs=tuple(measured))
+    sglang = better_flags(Facts(**{**facts.__dict__, "engine": "sglang"}))
+    assert sglang is not None and sglang.title.startswith("steps 5, topk 4, draft 16")  # SGLang: a tree
+    advice = better_flags(facts)
+    assert advice is not None and advice.title.startswith("steps 7, topk 1, draft 8"), advice.title
+    assert advice.fix.startswith("Serve num_speculative_tokens 7 in --speculative-config ")
+    assert "better-flags" in {f.rule_id for f in diagnose(facts)}
+    presets = {p.name: p for p in terms_for(get_engine("vllm")).advice_presets([advice])}
+    assert dict(presets["better-flags"].flags) == {"num_speculative_tokens": 7}
+    sglang_preset = terms_for(get_engine("sglang")).advice_presets([sglang])[0]
+    assert dict(sglang_preset.flags) == {"speculative-num-steps": 5, "speculative-eagle-topk": 4,
+                                         "speculative-num-draft-tokens": 16}

@@ -21,6 +21,7 @@ from typing import Any
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.eagle.spec_config import SpecConfig
+from eagle3_tui.engines import get_engine
 
 BETTER_FLAGS = "better-flags"
 MULTISTEP_DECAY = "multistep-decay"
@@ -145,6 +146,8 @@ def calibrate(measured: Sequence[Measured], baseline_tps: float | None,
 
 
 def _served(f: Facts) -> SpecConfig | None:
+    if f.served_config is not None:
+        return f.served_config
     e = f.effective
     if e is None or not e.speculative or None in (e.steps, e.topk, e.draft_tokens):
         return None
@@ -177,8 +180,9 @@ def served_load(f: Facts) -> tuple[int, str]:
 
 
 def better_flags(f: Facts) -> Finding | None:
-    """The predicted-fastest configuration when it beats the served one by more than 5%."""
-    preds = _predictions(f)
+    """The predicted-fastest configuration the engine can serve, when it beats the served one by more than 5%."""
+    engine = get_engine(f.engine)
+    preds = {c: a for c, a in _predictions(f).items() if engine.serves(c)}
     if not preds:
         return None
     measured = list(f.measured_configs)
@@ -216,8 +220,7 @@ def better_flags(f: Facts) -> Finding | None:
         ev.append(Evidence("prediction", f"{c}{mark}: accept {preds[c]:.2f}, "
                                          f"~{speeds[c]:.1f} tok/s{seen}"))
     return Finding(BETTER_FLAGS, "info" if model.calibrated_on < 2 else "warning", title, ev,
-                   f"Serve --speculative-num-steps {best[0]} --speculative-eagle-topk {best[1]} "
-                   f"--speculative-num-draft-tokens {best[2]} (the Config pane offers it as a preset), then benchmark.")
+                   f"Serve {engine.flags_text(best)} (the Config pane offers it as a preset), then benchmark.")
 
 
 def chain_limit(step_accept: Sequence[float], steps: int = 32) -> float:

@@ -66,7 +66,7 @@ def diagnose(facts: Facts) -> list[Finding]:
     f = complete(facts)
     found: list[Finding] = []
     rules = (*RULES, *ADVICE_RULES) if f.engine == "sglang" else (
-        *((r, rule) for r, rule in RULES if r in ENGINE_NEUTRAL), *VLLM_RULES)
+        *((r, rule) for r, rule in RULES if r in ENGINE_NEUTRAL), *ADVICE_RULES, *VLLM_RULES)
     for rule_id, rule in rules:
         try:
             finding = rule(f)

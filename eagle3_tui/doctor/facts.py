@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.checkpoint import CheckpointIssue, TensorInfo
     from eagle3_tui.eagle.draft_config import DraftConfig
     from eagle3_tui.eagle.predict import Prediction
+    from eagle3_tui.eagle.spec_config import SpecConfig
     from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
 
@@ -40,6 +41,9 @@ class Facts:
     """Where the command came from, for the evidence (e.g. "process 4242" or "profile")."""
     effective: EffectiveSpec | None = None
     """SGLang's effective spec values; computed from `launch` (and `target_arch`) when None."""
+    served_config: SpecConfig | None = None
+    """What the server serves in SGLang's terms, as the session read it (vLLM's num_speculative_tokens n is
+    n/1/n+1); None: read from `effective`."""
     server_args: dict[str, Any] | None = None
     """`/server_info` top level (the effective server args as the server reports them)."""
     server_env: dict[str, str] | None = None

@@ -9,8 +9,11 @@ tokens asked. Standard library only (it ships in the check's zip).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
+
+_DESCRIBED = re.compile(r"\bsteps (\d+), topk (\d+), draft (\d+)\b")
 
 
 class SpecConfig(NamedTuple):
@@ -23,6 +26,12 @@ class SpecConfig(NamedTuple):
 
     def describe(self) -> str:
         return f"steps {self.steps}, topk {self.topk}, draft {self.draft_tokens}"
+
+    @classmethod
+    def described_in(cls, text: str) -> SpecConfig | None:
+        """The first configuration `describe` wrote into `text` (a finding's title), or None."""
+        m = _DESCRIBED.search(text)
+        return cls(int(m[1]), int(m[2]), int(m[3])) if m else None
 
     @classmethod
     def of(cls, steps: object, topk: object, draft_tokens: object) -> SpecConfig:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_tui.eagle.spec_config import SpecConfig
+
 __all__ = [
     "Captures",
     "Engine",
@@ -166,6 +168,14 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         """UserError with one sentence when argv is not this engine's launch or a flag is malformed."""
+
+    def serves(self, cfg: SpecConfig) -> bool:
+        """Whether this engine can serve `cfg` (in SGLang's terms): a chain-only engine serves steps/1/steps+1."""
+        return not self.chain_only or (cfg.topk == 1 and cfg.draft_tokens == cfg.steps + 1)
+
+    @abc.abstractmethod
+    def flags_text(self, cfg: SpecConfig) -> str:
+        """The launch flags that serve `cfg`, as an operator types them (a fix's words)."""
 
     @abc.abstractmethod
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:

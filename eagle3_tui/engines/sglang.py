@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eagle3_tui.eagle import draft_config, wiring
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.engines.base import (
     Captures,
     Engine,
@@ -117,6 +118,10 @@ class SGLangEngine(Engine):
 
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         return _launch(sl.parse_launch(argv))
+
+    def flags_text(self, cfg: SpecConfig) -> str:
+        return (f"--speculative-num-steps {cfg.steps} --speculative-eagle-topk {cfg.topk} "
+                f"--speculative-num-draft-tokens {cfg.draft_tokens}")
 
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
         args: sl.LaunchArgs = launch.native

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eagle3_tui.eagle import draft_config
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.engines.base import (
     Captures,
     Engine,
@@ -105,6 +106,9 @@ class VLLMEngine(Engine):
 
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         return _launch(vl.parse_launch(argv))
+
+    def flags_text(self, cfg: SpecConfig) -> str:
+        return f"num_speculative_tokens {cfg.steps} in --speculative-config"
 
     def with_draft_tokens(self, launch: Launch, n: int) -> Launch:
         return _launch(vl.with_flags(launch.native, num_speculative_tokens=n))

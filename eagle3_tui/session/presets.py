@@ -7,7 +7,6 @@ diff, the problems that block it and the warnings that do not. Pure functions ov
 from __future__ import annotations
 
 import hashlib
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,6 @@ from eagle3_tui.profile import Preset
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:
-    from eagle3_tui.doctor.findings import Finding
     from eagle3_tui.sglang.installed import Answer
 
 DEFAULT_PRESET = "sglang-default"
@@ -120,22 +118,6 @@ def builtin_presets(
                        f"{current.num_draft_tokens} draft tokens asked for")
             )
     return out
-
-
-ADVICE_PRESET = "better-flags"
-_ADVISED_FLAG = re.compile(r"--(speculative-num-steps|speculative-eagle-topk|speculative-num-draft-tokens)[ =](\d+)")
-
-
-def advice_presets(findings: Sequence[Finding]) -> list[Preset]:
-    """The doctor's `better-flags` advice as a flag preset: the three flags its fix says to serve
-    (none when it advises nothing, e.g. before anything was measured)."""
-    for f in findings:
-        if f.rule_id != ADVICE_PRESET:
-            continue
-        flags = {name: int(value) for name, value in _ADVISED_FLAG.findall(f.fix)}
-        if len(flags) == 3:
-            return [Preset(ADVICE_PRESET, "flags", flags=flags, builtin=True, description=f"the doctor's advice: {f.title}")]
-    return []
 
 
 def all_presets(

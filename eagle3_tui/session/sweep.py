@@ -66,15 +66,13 @@ def order_configs(grid: Sequence[SpecConfig], predicted: Callable[[SpecConfig], 
 def servable(engine: Engine, grid: Sequence[SpecConfig]) -> list[SpecConfig]:
     """The configurations of `grid` the engine can serve: a chain-only engine (vLLM) drafts
     num_speculative_tokens in a chain, so only steps/1/steps+1 are its."""
-    if not engine.chain_only:
-        return list(grid)
-    return [c for c in grid if c[1] == 1 and c[2] == c[0] + 1]
+    return [c for c in grid if engine.serves(c)]
 
 
 def config_plan(terms: EngineTerms, name: str, cfg: SpecConfig, argv: Sequence[str],
                 target_arch: str | None = None) -> ApplyPlan:
     """The launch command serving `cfg`, as an apply plan (the sweep's first step, the one undo record)."""
-    preset = Preset(name, "flags", flags=terms.sweep_flags(cfg), description="flag sweep")
+    preset = Preset(name, "flags", flags=terms.config_flags(cfg), description="flag sweep")
     return terms.plan_flags(preset, argv, target_arch)
 
 

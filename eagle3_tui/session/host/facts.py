@@ -109,6 +109,7 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     if s.speculative and s.steps is not None and s.topk is not None and s.draft_tokens is not None:
         served = SpecConfig(s.steps, s.topk, s.draft_tokens)
     # decode's boundaries where graphed decode replays others (ids reaching prefill only): they decide it
+    f.served_config = served
     f.predicted_accept_len = predicted_accept_len(snap.check, s.decode_boundaries or s.boundaries, served)
     _advice(f, snap)
     f.trained_template = snap.trained_template

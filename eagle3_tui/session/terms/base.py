@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from eagle3_tui.doctor.advice import BETTER_FLAGS
 from eagle3_tui.doctor.findings import Finding
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.engines import Engine
@@ -17,7 +18,7 @@ from eagle3_tui.session.presets import ApplyPlan
 if TYPE_CHECKING:
     from eagle3_tui.sglang.installed import Answer
 
-SweepFlags = dict[str, str | int | float | bool | None]
+ConfigFlags = dict[str, str | int | float | bool | None]
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,17 @@ class EngineTerms(abc.ABC):
         """What `argv` serves (None: it does not parse)."""
 
     @abc.abstractmethod
-    def sweep_flags(self, cfg: SpecConfig) -> SweepFlags:
-        """The flags preset that serves `cfg`."""
+    def config_flags(self, cfg: SpecConfig) -> ConfigFlags:
+        """The flags preset that serves `cfg` (the sweep's, the doctor's advice)."""
+
+    def advice_presets(self, findings: Sequence[Finding]) -> list[Preset]:
+        """The doctor's `better-flags` advice as a flags preset (none while it advises nothing)."""
+        for f in findings:
+            cfg = SpecConfig.described_in(f.title) if f.rule_id == BETTER_FLAGS else None
+            if cfg is not None:
+                return [Preset(BETTER_FLAGS, "flags", flags=self.config_flags(cfg), builtin=True,
+                               description=f"the doctor's advice: {f.title}")]
+        return []
 
     @abc.abstractmethod
     def sweep_argv(self, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:

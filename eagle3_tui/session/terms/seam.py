@@ -14,7 +14,7 @@ from eagle3_tui.session import engine_presets as ep
 from eagle3_tui.session.events import Served
 from eagle3_tui.session.host.served import served_by_engine
 from eagle3_tui.session.presets import ApplyPlan
-from eagle3_tui.session.terms.base import EngineTerms, PresetInputs, SweepFlags
+from eagle3_tui.session.terms.base import ConfigFlags, EngineTerms, PresetInputs
 
 
 class SeamTerms(EngineTerms):
@@ -27,6 +27,7 @@ class SeamTerms(EngineTerms):
 
     def presets(self, argv: Sequence[str] | None, inputs: PresetInputs) -> list[Preset]:
         own = ep.builtin_presets(self.engine, data_slots=inputs.data_slots, current=self._launch(argv))
+        own += self.advice_presets(inputs.findings)
         by_name = {p.name: p for p in [*own, *inputs.user_presets]}
         return [ep.with_boundaries(self.engine, p, inputs.num_layers) for p in by_name.values()]
 
@@ -44,7 +45,7 @@ class SeamTerms(EngineTerms):
         return served_by_engine(self.engine, launch, draft_text=inputs.draft_text, num_layers=inputs.num_layers,
                                 presets=presets)
 
-    def sweep_flags(self, cfg: SpecConfig) -> SweepFlags:
+    def config_flags(self, cfg: SpecConfig) -> ConfigFlags:
         return {ep.NUM_TOKENS_KEY: cfg.steps}
 
     def sweep_argv(self, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:

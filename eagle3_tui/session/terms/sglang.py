@@ -11,7 +11,7 @@ from eagle3_tui.session import presets as sg
 from eagle3_tui.session.events import Served
 from eagle3_tui.session.host.served import parse_argv, served
 from eagle3_tui.session.presets import ApplyPlan
-from eagle3_tui.session.terms.base import EngineTerms, PresetInputs, SweepFlags
+from eagle3_tui.session.terms.base import ConfigFlags, EngineTerms, PresetInputs
 
 SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
@@ -20,7 +20,7 @@ class SGLangTerms(EngineTerms):
     def presets(self, argv: Sequence[str] | None, inputs: PresetInputs) -> list[Preset]:
         builtins = sg.builtin_presets(data_slots=inputs.data_slots, current=parse_argv(argv),
                                       installed=inputs.installed)
-        builtins += sg.advice_presets(inputs.findings)  # the doctor's better-flags, when it advises
+        builtins += self.advice_presets(inputs.findings)
         return sg.all_presets(builtins, inputs.user_presets, inputs.num_layers, inputs.installed)
 
     def plan_flags(self, preset: Preset, argv: Sequence[str], target_arch: str | None = None) -> ApplyPlan:
@@ -39,8 +39,8 @@ class SGLangTerms(EngineTerms):
                          num_layers=inputs.num_layers, presets=presets, installed=inputs.installed)
         return view
 
-    def sweep_flags(self, cfg: SpecConfig) -> SweepFlags:
+    def config_flags(self, cfg: SpecConfig) -> ConfigFlags:
         return dict(zip(SWEEP_FLAGS, cfg, strict=True))
 
     def sweep_argv(self, cfg: SpecConfig, argv: Sequence[str]) -> list[str]:
-        return sg.set_flags(argv, self.sweep_flags(cfg))
+        return sg.set_flags(argv, self.config_flags(cfg))
