@@ -65,6 +65,8 @@ sglang:spec_accept_length{model_name="m",tp_rank="0"} %s
 sglang:spec_accept_rate{model_name="m",tp_rank="0"} 0.7
 # TYPE sglang:gen_throughput gauge
 sglang:gen_throughput{model_name="m",tp_rank="0"} 140.0
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",tp_rank="0"} 1.0
 """
 
 
@@ -143,6 +145,14 @@ def test_metrics_feed(case: Case) -> None:
     # a restart (vLLM's counters start over; SGLang's gauges simply read again) never raises
     feed.update(6.0, case.metrics[0])
     assert feed.restarts in (0, 1)
+
+
+def test_the_running_requests_gauge(case: Case) -> None:
+    """`bench -c match` without decode lines asks /metrics for the requests running now, by the engine's name."""
+    from eagle3_tui.sglang.client import parse_prometheus
+
+    assert parse_prometheus(case.metrics[-1]).total(case.engine.running_metric) is not None
+    assert parse_prometheus(case.metrics[-1]).total(f"{case.engine.name}:not_a_gauge") is None
 
 
 def test_ids_and_boundaries(case: Case) -> None:

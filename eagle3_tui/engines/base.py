@@ -161,6 +161,8 @@ class Engine(abc.ABC):
     """The port a launch command without --port serves on."""
     info_path: str
     """What the console polls while attached: SGLang's `/server_info`, vLLM's `/version`."""
+    running_metric: str
+    """The `/metrics` gauge of the requests running now."""
 
     @abc.abstractmethod
     def is_launch(self, argv: Sequence[str]) -> bool: ...

@@ -105,6 +105,7 @@ class _Metrics(MetricsFeed):
 class SGLangEngine(Engine):
     name = NAME
     label = "SGLang"
+    running_metric = promtext.NUM_RUNNING
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES

@@ -93,6 +93,7 @@ class _Metrics(MetricsFeed):
 class VLLMEngine(Engine):
     name = NAME
     label = "vLLM"
+    running_metric = metrics.RUNNING
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()

@@ -717,14 +717,15 @@ class Session:
 
     async def served_concurrency(self) -> tuple[int, str]:
         """The requests the server runs at once now: its decode lines' #running-req (mean over the live window),
-        else /metrics' num_running_reqs; and what said it. UserError when neither shows any."""
+        else the engine's /metrics gauge of running requests; and what said it. UserError when neither shows any."""
         mean = self.telemetry.summary(LIVE_WINDOW_S).means.get("running_req")
         if mean is not None and mean >= 0.5:
             return max(1, round(mean)), f"the server log's #running-req, mean {mean:.1f} over {LIVE_WINDOW_S:.0f} s"
+        gauge = self.engine.running_metric
         with contextlib.suppress(UserError):
-            running = (await (await self.client()).metrics()).total("sglang:num_running_reqs")
+            running = (await (await self.client()).metrics()).total(gauge)
             if running is not None and running >= 1:
-                return round(running), f"/metrics sglang:num_running_reqs {running:.0f}"
+                return round(running), f"/metrics {gauge} {running:.0f}"
         raise UserError("no running requests seen (no decode line with #running-req in the last "
                         f"{LIVE_WINDOW_S:.0f} s, none in /metrics): give the concurrency with -c N")
 
