@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from eagle3_tui.ui.app import Eagle3App
 
 DEMO_HINT = (
-    "demo: the seeds' broken server. 2 findings says why · 3 config: p picks a preset, enter applies it · "
+    "demo: the seeds' broken server. key 2: the findings say why · key 3: p picks a preset, enter applies it · "
     "c accuracy check · b benchmark · ? help"
 )
 
