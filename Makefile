@@ -48,7 +48,7 @@ vllm:
 # Real SGLang 0.5.23 on this CPU in its own venv (the real_sglang test lane, `--demo --engine sglang`);
 # rebuilt only when engines/sglang/requirements.txt or constraints.txt change.
 sglang:
-	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" PYTHON=$(PYTHON) engines/sglang/build_venv.sh
+	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" PYTHON=$(PYTHON) engines/sglang/build
 
 demo: venv
 	$(BIN)/eagle3-tui --demo
