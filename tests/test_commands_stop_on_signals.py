@@ -22,6 +22,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.plugins.proctable import descends_from, process_table
+from tests.plugins.signals import sigint_as_at_a_prompt
 from tests.plugins.world import SPEC_ARGS, check_fields, make_draft_dir, stop_processes_under
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,7 @@ def _run_and_signal(argv: list[str], env: dict[str, str], ready: Callable[[], bo
     """Start the command, wait for `ready()`, send `sig`; what it started (its descendants, the user's
     sim server aside) must be gone once it exits."""
     p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", *argv], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, env=env)
+                         stderr=subprocess.PIPE, text=True, env=env, preexec_fn=sigint_as_at_a_prompt)
     seen: dict[tuple[int, int], str] = {}
 
     def sample() -> None:

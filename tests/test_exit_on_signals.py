@@ -17,6 +17,7 @@ import pytest
 from eagle3_tui.cli import main
 from eagle3_tui.errors import UserError
 from eagle3_tui.remote.errors import ConnectionLost
+from tests.plugins.signals import sigint_as_at_a_prompt
 
 WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 
@@ -39,7 +40,8 @@ def _signalled(tmp_path: Path, sig: int, ssh=None) -> tuple[int, str]:
     env = {**os.environ, "EAGLE3_TUI_DATA_DIR": str(tmp_path / "data")}
     p = subprocess.Popen([sys.executable, "-m", "eagle3_tui", "watch", "--no-ui", "--duration", "120",
                           "--host", alias, "--profile", str(prof)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=sigint_as_at_a_prompt)
     try:
         assert p.stdout is not None
         first = p.stdout.readline()  # the server line: attached and following

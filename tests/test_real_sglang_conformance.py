@@ -16,6 +16,7 @@ import pytest
 
 from eagle3_tui.sglang.client import parse_prometheus
 from eagle3_tui.sglang.logline import DecodeStats, parse_line
+from eagle3_tui.sglang.requests import finished_accept_lengths
 from tests.plugins.real_sglang import SHARED_USER_ENV, RealServer, start_real_sglang
 from tests.plugins.world import make_draft_dir, start_sim_server
 
@@ -84,6 +85,15 @@ def _chat(url: str) -> dict:
     return r.json()
 
 
+def _finished(log: str, rid: str) -> float | None:
+    """The accept length of request `rid`'s `--log-requests` finish line."""
+    for line in log.splitlines():
+        got = finished_accept_lengths(line) if rid in line else []
+        if got:
+            return got[0]
+    return None
+
+
 def _labels(text: str, name: str) -> set[str]:
     return {k for s in parse_prometheus(text).samples if s.name == name for k in s.labels}
 
@@ -96,8 +106,8 @@ def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world,
     try:
         sim_url = sim.base_url
         real_meta, sim_meta = _gen(real_sglang.base_url)["meta_info"], _gen(sim_url)["meta_info"]
-        _gen(real_sglang.base_url, "The quick brown fox")
-        _gen(sim_url, "The quick brown fox")
+        real_fox = _gen(real_sglang.base_url, "The quick brown fox")["meta_info"]
+        sim_fox = _gen(sim_url, "The quick brown fox")["meta_info"]
         real_info = httpx.get(real_sglang.base_url + "/server_info", timeout=30).json()
         sim_info = httpx.get(sim_url + "/server_info", timeout=30).json()
         real_metrics = httpx.get(real_sglang.base_url + "/metrics", timeout=30).text
@@ -142,6 +152,13 @@ def test_the_sim_matches_real_sglang_surface_by_surface(real_sglang, demo_world,
     # SGLANG_LOG_FORWARD_ITERS=1 in both environments: `Decode batch [N], ...`
     row("SGLANG_LOG_FORWARD_ITERS: Decode batch [N]", bool(re.search(r"Decode batch \[\d+\], ", sim_log)),
         bool(re.search(r"Decode batch \[\d+\], ", real_log)))
+    # --log-requests --log-requests-level 0 (the shared server's): a finish line per request, found by its id,
+    # with the accept length its /generate answer gave (0.5.23 writes them to stdout; the sim's log holds both)
+    real_out = (real_sglang.workdir / "stdout.log").read_text(errors="replace")
+    for name, text, meta in (("sim", sim.log_text(), sim_fox), ("real", real_out, real_fox)):
+        logged = _finished(text, meta["id"])
+        row(f"--log-requests finish line ({name}): accept length as answered", logged,
+            pytest.approx(meta["spec_accept_length"]), agree=logged == pytest.approx(meta["spec_accept_length"]))
     row("SGLANG_* switches", "LOG_FORWARD_ITERS honoured", "all of srt/environ.py", agree=False)
     row("process titles", "sim: one process", "sglang::scheduler, sglang::detokenizer", agree=False)
 

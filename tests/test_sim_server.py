@@ -12,6 +12,7 @@ from eagle3_tui.sglang.logline import (
     Failure,
     HttpAccess,
     LogReader,
+    Other,
     PrefillStats,
     ServerArgs,
     ServerReady,
@@ -286,3 +287,22 @@ def test_a_server_stuck_in_loading_still_dies_with_its_console(tmp_path) -> None
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "is gone: shutting down" in run.stderr and "exiting at once" in run.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_log_requests_writes_each_finished_request_as_sglang_does(sim_server, fmt) -> None:
+    """`--log-requests` (level 0: no text): a finish line per request with its meta_info, in the text or JSON
+    form the product reads; each line's accept length is the one its /generate answer gave."""
+    from eagle3_tui.sglang.requests import finished_accept_lengths
+
+    srv = sim_server(*SPEC_ARGS, "--log-requests", "--log-requests-level", "0", "--log-requests-format", fmt)
+    with httpx.Client(base_url=srv.base_url, timeout=60) as c:
+        answers = [c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": 24}}).json()
+                   for p in PROMPTS[:2]]
+        info = c.get("/server_info").json()
+    assert (info["log_requests"], info["log_requests_level"], info["log_requests_format"]) == (True, 0, fmt)
+    finish = [ln for ln in srv.log_text().splitlines() if "Finish" in ln or "request.finished" in ln]
+    logged = [a for ln in finish for a in finished_accept_lengths(ln)]
+    assert logged[-2:] == pytest.approx([a["meta_info"]["spec_accept_length"] for a in answers])
+    assert not any(a["text"] and a["text"] in "\n".join(finish) for a in answers)  # level 0 keeps no text
+    assert isinstance(parse_line(finish[-1]), Other)  # to the log reader, a line of user data

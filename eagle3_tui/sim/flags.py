@@ -16,6 +16,7 @@ from typing import Any
 from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, STYLES
 from eagle3_tui.sim.release import SIM_ARCHS
+from eagle3_tui.sim.request_log import FORMATS, LEVELS
 
 SGLANG_VERSION = "0.5.6"
 DESCRIPTION = "A simulated SGLang server: SGLang's flags, log format and HTTP API over the demo world's tiny models."
@@ -58,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--chunked-prefill-size", type=int, default=None)
     p.add_argument("--log-level", default="info")
+    # each finished request's meta_info in the log (sim/request_log.py)
+    p.add_argument("--log-requests", action="store_true")
+    p.add_argument("--log-requests-level", type=int, default=2, choices=LEVELS)
+    p.add_argument("--log-requests-format", default="text", choices=FORMATS)
     p.add_argument("--random-seed", type=int, default=None)
     p.add_argument("--nnodes", type=int, default=1, help="nodes serving the model together (sim/nodes.py)")
     p.add_argument("--node-rank", type=int, default=0, help="this node's rank; 0 is the head (HTTP and stats)")
@@ -113,6 +118,9 @@ class ServerArgs:
     chunked_prefill_size: int | None
     log_level: str
     random_seed: int
+    log_requests: bool = False
+    log_requests_level: int = 2
+    log_requests_format: str = "text"
     device: str = "cpu"
     disable_cuda_graph: bool = True
     attention_backend: str | None = None  # echoed in /server_info as SGLang does (held to 0.5.23 by a test)
@@ -193,6 +201,9 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
         page_size=ns.page_size,
         chunked_prefill_size=ns.chunked_prefill_size,
         log_level=ns.log_level,
+        log_requests=ns.log_requests,
+        log_requests_level=ns.log_requests_level,
+        log_requests_format=ns.log_requests_format,
         random_seed=ns.random_seed if ns.random_seed is not None else 0,
         device=sim_device(ns),
         disable_cuda_graph=bool(ns.disable_cuda_graph) if ns.sglang_version else True,

@@ -14,6 +14,7 @@ from typing import Any
 
 from eagle3_tui.sim.flags import ServerArgs
 from eagle3_tui.sim.logfmt import LogWriter
+from eagle3_tui.sim.request_log import finish_line
 from eagle3_tui.sim.scheduler import CONTEXT_LEN, Request, Scheduler
 
 
@@ -77,7 +78,18 @@ class SimServer:
             while not req.done.wait(0.1):
                 if self.stopping.is_set() or self.scheduler.failed:
                     raise BadRequest("The server is shutting down.")
+        if self.args.log_requests:
+            for req in reqs:
+                self._log_finished(req)
         return reqs
+
+    def _log_finished(self, req: Request) -> None:
+        """`--log-requests`: the finish line, on stdout as 0.5.23 writes it (its request logger's stream)."""
+        a = self.args
+        text = self.engine.tokenizer.decode(req.seq.output) if a.log_requests_level >= 2 else None
+        line = finish_line(req.rid, self.meta_info(req), level=a.log_requests_level, fmt=a.log_requests_format,
+                           text=text)
+        self.log.write(line, stream=self.log.access_stream)
 
     def meta_info(self, req: Request) -> dict[str, Any]:
         seq = req.seq
