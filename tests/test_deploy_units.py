@@ -10,7 +10,7 @@ import pytest
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.deploy.container import EngineLogDecoder
 from eagle3_tui.session.deploy.systemd import dropin_path, effective_exec_start, render_dropin, unquote_exec
-from eagle3_tui.session.host.deployment import Deployment, ProcView, bind_mounts, classify, nodes_of
+from eagle3_tui.session.host.deployment import Deployment, ProcView, bind_mounts, classify
 from eagle3_tui.session.launch import LaunchSpec
 
 CID = "3f2a" + "0" * 56 + "beef"
@@ -139,8 +139,12 @@ def test_several_nodes_are_shown_and_not_restarted_one_alone() -> None:
 
     args = parse_launch(["python", "-m", "sglang.launch_server", "--model-path", "/m", "--nnodes", "2",
                          "--node-rank", "0", "--dist-init-addr", "10.0.0.1:5000"])
-    assert nodes_of(args.flag_value) == (2, 0, "10.0.0.1:5000")
-    assert nodes_of(parse_launch(["python", "-m", "sglang.launch_server", "--model-path", "/m"]).flag_value) == (1, 0, None)
+    assert args.nodes() == (2, 0, "10.0.0.1:5000")
+    from eagle3_tui.engines import get_engine
+
+    launch = get_engine("sglang").parse_launch(args.argv)  # what discovery gives the deployment
+    assert (launch.nodes, launch.node_rank, launch.dist_init) == (2, 0, "10.0.0.1:5000")
+    assert parse_launch(["python", "-m", "sglang.launch_server", "--model-path", "/m"]).nodes() == (1, 0, None)
     head = Deployment(nodes=2, dist_init="10.0.0.1:5000")
     assert head.label == "2 nodes" and head.to_json()["nodes"] == 2
     assert Deployment("systemd", unit="sglang", nodes=2, node_rank=1).label == "systemd unit sglang, 2 nodes (this is node 1)"

@@ -46,6 +46,12 @@ class Launch:
     port: int | None
     host: str | None
     native: Any = field(compare=False, repr=False)
+    nodes: int = 1
+    """The nodes one server spans (SGLang's --nnodes; vLLM's multi-node runs through Ray, which the
+    console does not restart: one node as far as it goes)."""
+    node_rank: int = 0
+    dist_init: str | None = None
+    """The head's address the other nodes join (SGLang's --dist-init-addr)."""
 
 
 @dataclass(frozen=True)

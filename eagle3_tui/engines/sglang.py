@@ -34,6 +34,7 @@ PROCESS_TITLES = (
 
 
 def _launch(args: sl.LaunchArgs) -> Launch:
+    nodes, rank, head = args.nodes()
     return Launch(
         engine=NAME,
         argv=args.argv,
@@ -44,6 +45,9 @@ def _launch(args: sl.LaunchArgs) -> Launch:
         port=args.port,
         host=args.host,
         native=args,
+        nodes=nodes,
+        node_rank=rank,
+        dist_init=head,
     )
 
 

@@ -117,6 +117,15 @@ class LaunchArgs:
         """Whether `flag` (e.g. `--disable-cuda-graph`) appears, in either form, on the command line or in --config."""
         return any(tok == flag or tok.startswith(flag + "=") for tok in self._all_flags)
 
+    def nodes(self) -> tuple[int, int, str | None]:
+        """(--nnodes, --node-rank, --dist-init-addr); (1, 0, None) for one node."""
+
+        def number(flag: str, default: int) -> int:
+            raw = self.flag_value(flag)
+            return int(raw) if raw is not None and raw.isdigit() else default
+
+        return max(1, number("--nnodes", 1)), number("--node-rank", 0), self.flag_value("--dist-init-addr")
+
     def flag_value(self, flag: str) -> str | None:
         """The value of the last occurrence of any flag, known or not (None if absent or bare); argv beats --config."""
         toks = self._all_flags

@@ -17,7 +17,6 @@ relaunch its argv. Others must not be relaunched that way:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -332,15 +331,6 @@ def _under(path: str, top: str) -> str | None:
     if path == top or path.startswith(top + "/"):
         return path[len(top):]
     return None
-
-
-def nodes_of(flag_value: Callable[[str], str | None]) -> tuple[int, int, str | None]:
-    """(--nnodes, --node-rank, --dist-init-addr) from a launch's flags; (1, 0, None) for one node."""
-    def number(flag: str, default: int) -> int:
-        raw = flag_value(flag)
-        return int(raw) if raw is not None and raw.isdigit() else default
-
-    return max(1, number("--nnodes", 1)), number("--node-rank", 0), flag_value("--dist-init-addr")
 
 
 def json_log_default(engine: Engine | None, cid: str) -> str | None:

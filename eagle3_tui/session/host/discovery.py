@@ -28,7 +28,6 @@ from eagle3_tui.session.host.deployment import (
     classify,
     journal_source,
     json_log_default,
-    nodes_of,
 )
 from eagle3_tui.session.host.hfcache import hub_cache_dir
 from eagle3_tui.session.launch import LaunchSpec
@@ -291,10 +290,8 @@ async def _server(host: Host, p: ProcessInfo, argv: Sequence[str], log_path: str
     view = await _proc_view(host, p.pid, environ)  # fds 1 and 2 read once, for the log and the deployment
     fd_log, fd_access = output_files(view.stderr, view.stdout)
     dep = await detect_deployment(host, view, fd_log)
-    # several nodes: SGLang's --nnodes/--node-rank/--dist-init-addr (vLLM's multi-node runs through Ray,
-    # whose head the console does not restart)
-    nodes, rank, head = nodes_of(launch.native.flag_value) if engine.name == "sglang" else (1, 0, None)
-    dep = replace(dep, log=log_path or dep.log, nodes=nodes, node_rank=rank, dist_init=head)
+    dep = replace(dep, log=log_path or dep.log, nodes=launch.nodes, node_rank=launch.node_rank,
+                  dist_init=launch.dist_init)
     access = fd_access if dep.kind in ("process", "systemd") and fd_access != dep.log else None
     return ServerProcess(pid=p.pid, pgid=p.pgid, start_time=p.start_time, argv=tuple(argv), cwd=cwd,
                          env=relaunch_env(environ), log_path=dep.log, port=launch.port or engine.default_port,
