@@ -199,6 +199,9 @@ def test_the_requests_a_server_logs_as_they_finish_reach_the_live_view() -> None
     assert positions_line(p.telemetry, "sglang").startswith(POSITIONS_NOT_REPORTED)
     assert "--log-requests" in positions_line(p.telemetry, "sglang")
     bad = FINISH_TEXT.replace("'spec_verify_ct': 28", "'spec_verify_ct': 0")  # no verify step: no accept length
+    one = Parts(LocalHost())
+    one.feed.ingest_now([FINISH_OLD])
+    assert "(1 request the server logged)" in positions_line(one.telemetry, "sglang")
     p.feed.ingest_now([decode(1).rstrip("\n"), FINISH_TEXT, "garbage spec_verify_ct {", FINISH_OLD, bad, FINISH_JSON])
     assert list(p.telemetry.requests) == [pytest.approx(64 / 28), 1.5, pytest.approx(40 / 12)]
     assert p.stats == 1 and len(p.lines()) == 6

@@ -374,7 +374,8 @@ def requests_line(telemetry: Telemetry) -> str:
     if r is None:
         return POSITIONS_NOT_REPORTED + "; a server run with --log-requests shows each request's"
     shown = f"last {r.requests:,} of {telemetry.requests_seen:,}" if telemetry.requests_seen > r.requests else f"{r.requests:,}"
-    return (f"per-request accept length ({shown} requests the server logged): mean {r.mean:.2f} · "
+    noun = "request" if telemetry.requests_seen == 1 else "requests"
+    return (f"per-request accept length ({shown} {noun} the server logged): mean {r.mean:.2f} · "
             f"p10 {r.p10:.2f} · p50 {r.p50:.2f} · p90 {r.p90:.2f}")
 
 
