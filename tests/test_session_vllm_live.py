@@ -12,6 +12,7 @@ from eagle3_tui.remote.local import LocalHost
 from eagle3_tui.session.events import ConnView, ServerView
 from eagle3_tui.session.live.logfeed import LogFeed
 from eagle3_tui.session.live.runstate import RunTracker
+from eagle3_tui.session.terms import terms_for
 from eagle3_tui.session.views import Views
 from eagle3_tui.telemetry.metrics import Telemetry
 from eagle3_tui.vllm import logline
@@ -23,7 +24,7 @@ SPEC = re.compile(r"Mean acceptance length: ([0-9.]+).*Per-position acceptance r
 def _feed(engine: str = "vllm") -> tuple[LogFeed, Telemetry, RunTracker]:
     telemetry, tracker = Telemetry(), RunTracker()
     feed = LogFeed(LocalHost(), tracker, Views(ConnView("local"), ServerView()), telemetry)
-    feed.use_engine(get_engine(engine))
+    feed.use_reader(engine, terms_for(get_engine(engine)).log_reader)
     return feed, telemetry, tracker
 
 

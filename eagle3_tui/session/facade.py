@@ -355,7 +355,8 @@ class Session:
 
     def _update_served(self) -> None:
         """The server view's speculative fields from the launch command and the draft config."""
-        self._feed.use_engine(self.engine)
+        terms = self.terms
+        self._feed.use_reader(terms.engine.name, terms.log_reader)
         if self._spec is None:
             return
         view = self.terms.served(self._spec.argv, self._preset_inputs(), self.presets())

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from eagle3_tui.engines import Engine, Failed, Ready, SpecStats, Started
+from eagle3_tui.engines import Failed, Ready, SpecStats, Started
 from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import AnyLogEvent, LogBatch, StatsUpdated
@@ -107,7 +107,8 @@ class LogFeed:
         self._ranks = RankMerger()  # DP ranks: one server's totals (ranks.py)
         self._on_failure = on_failure
         self._interval = emit_interval_s
-        self._engine: Engine | None = None  # None: SGLang's own reader
+        self._reader_kind = "sglang"
+        self._new_reader: Callable[[], Reader] = LogReader
         self._reader: Reader = LogReader()
         self._reader_lock = threading.Lock()  # the reader is fed in a worker thread, flushed on the loop
         self._task: asyncio.Task[None] | None = None
@@ -131,17 +132,14 @@ class LogFeed:
     def path(self) -> str | None:
         return self._path
 
-    def use_engine(self, engine: Engine) -> None:
-        """Read the log as `engine` writes it (the attached server's; a change starts a fresh reader)."""
-        wanted = None if engine.name == "sglang" else engine
-        if (wanted.name if wanted else None) == (self._engine.name if self._engine else None):
+    def use_reader(self, kind: str, new_reader: Callable[[], Reader]) -> None:
+        """Read the log with the readers `new_reader` makes (the attached engine's: `EngineTerms.log_reader`);
+        another `kind` than the one read so far starts a fresh reader."""
+        if kind == self._reader_kind:
             return
         with self._reader_lock:
-            self._engine = wanted
-            self._reader = self._new_reader()
-
-    def _new_reader(self) -> Reader:
-        return LogReader() if self._engine is None else self._engine.log_feed()
+            self._reader_kind, self._new_reader = kind, new_reader
+            self._reader = new_reader()
 
     def start(self, path: str, *, start: Literal["end", "begin"], last_lines: int = 0, fresh: bool = False) -> None:
         """Follow `path` (a no-op when it is already followed, unless `fresh`).

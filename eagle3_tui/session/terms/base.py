@@ -11,12 +11,14 @@ from eagle3_tui.doctor.advice import BETTER_FLAGS
 from eagle3_tui.doctor.findings import Finding
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.engines import Engine
+from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.events import Served
 from eagle3_tui.session.presets import ApplyPlan
 
 if TYPE_CHECKING:
     from eagle3_tui.sglang.installed import Answer
+    from eagle3_tui.sglang.logline import LogReader
 
 ConfigFlags = dict[str, str | int | float | bool | None]
 
@@ -42,6 +44,10 @@ class EngineTerms(abc.ABC):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    @abc.abstractmethod
+    def log_reader(self) -> LogReader | EngineLogFeed:
+        """A fresh reader of the engine's log (SGLang's own LogReader, with the run state's events)."""
 
     @abc.abstractmethod
     def presets(self, argv: Sequence[str] | None, inputs: PresetInputs) -> list[Preset]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.engines import Launch
+from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session import engine_presets as ep
@@ -24,6 +25,9 @@ class SeamTerms(EngineTerms):
         with contextlib.suppress(UserError):
             return self.engine.parse_launch(argv)
         return None
+
+    def log_reader(self) -> EngineLogFeed:
+        return self.engine.log_feed()
 
     def presets(self, argv: Sequence[str] | None, inputs: PresetInputs) -> list[Preset]:
         own = ep.builtin_presets(self.engine, data_slots=inputs.data_slots, current=self._launch(argv))

@@ -12,11 +12,15 @@ from eagle3_tui.session.events import Served
 from eagle3_tui.session.host.served import parse_argv, served
 from eagle3_tui.session.presets import ApplyPlan
 from eagle3_tui.session.terms.base import ConfigFlags, EngineTerms, PresetInputs
+from eagle3_tui.sglang.logline import LogReader
 
 SWEEP_FLAGS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 
 class SGLangTerms(EngineTerms):
+    def log_reader(self) -> LogReader:
+        return LogReader()
+
     def presets(self, argv: Sequence[str] | None, inputs: PresetInputs) -> list[Preset]:
         builtins = sg.builtin_presets(data_slots=inputs.data_slots, current=parse_argv(argv),
                                       installed=inputs.installed)
