@@ -1,5 +1,5 @@
-"""The session's side of an engine: its presets, the plans that apply them, what the launch command
-serves, and the sweep's launch commands, each in the engine's own terms.
+"""The session's side of an engine: the reader of its log, its presets, the plans that apply them, what
+the launch command serves, and the sweep's launch commands, each in the engine's own terms.
 
 `terms_for(engine)` is the one place that chooses: SGLang keeps its release-aware rules (`SGLangTerms`:
 effective flags, the installed release's capture rule, the doctor's advice preset); every other engine
