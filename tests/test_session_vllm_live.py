@@ -138,7 +138,7 @@ class _Answers:
 
 
 async def test_a_server_without_a_log_file_is_charted_from_vllms_counters() -> None:
-    from eagle3_tui.session.events import Notice
+    from eagle3_tui.session.events import HttpSample, Notice
     from eagle3_tui.session.live.httpstats import HttpCharts, NoLog
 
     views = Views(ConnView("local"), ServerView(state="ready", engine="vllm", deployment="tmux pane"))
@@ -158,3 +158,8 @@ async def test_a_server_without_a_log_file_is_charted_from_vllms_counters() -> N
     notes = [e.message for e in heard if isinstance(e, Notice)]
     assert len(notes) == 1 and notes[0] == "/metrics answered HTTP 500; still polling"
     assert views.server.charts_from == "/metrics" and views.server.charts_note is None
+    # each point is also a line (`watch`, the log pane): two windows with counts, two lines
+    samples = [e for e in heard if isinstance(e, HttpSample)]
+    assert [s.stats.accept_len for s in samples] == [readings[1].accept_len, readings[5].accept_len]
+    assert all(s.source == "/metrics" and s.stats.line == "(from /metrics)" for s in samples)
+    assert all(s.stats.accept_rate is None for s in samples)  # no "sglang rate" on a vLLM line

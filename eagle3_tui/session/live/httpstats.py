@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from eagle3_tui.errors import UserError
@@ -188,9 +188,14 @@ class HttpCharts:
         if stats is None:
             return HttpReading("/metrics")
         self._telemetry.ingest_spec(stats, stats.timestamp)
+        reading = HttpReading("/metrics", accept_len=stats.mean_acceptance_length, gen_tps=stats.generation_throughput,
+                              accept_rate=stats.draft_acceptance_rate, running=stats.running, queue=stats.waiting)
+        # the point as a line, for `watch` and the log pane (charted above, with its per-position rates); without
+        # SGLang's "accept rate": vLLM's draft acceptance rate is the line's per-draft-token rate already
+        line = replace(reading, accept_rate=None).as_decode(stats.timestamp or self._clock())
+        self._views.emit(HttpSample(line, reading.source))
         self._views.emit(StatsUpdated())
-        return HttpReading("/metrics", accept_len=stats.mean_acceptance_length, gen_tps=stats.generation_throughput,
-                           accept_rate=stats.draft_acceptance_rate, running=stats.running, queue=stats.waiting)
+        return reading
 
     async def _from_metrics(self, client: SGLangClient) -> tuple[HttpReading | None, str | None]:
         """(the /metrics reading, None) or (None, why it cannot be used; None when it is not served)."""
