@@ -62,9 +62,9 @@ lint: venv
 test: lint sglang
 	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
 	$(BIN)/python -m eagle3_tui.sim.world ensure
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not real_sglang"
-	# The real-SGLang lane on its own, in one worker: real servers take ~2.3 GB and a core each.
-	EAGLE3_TUI_REQUIRE_REAL_SGLANG=1 $(BIN)/python -m pytest -q -n 0 -m real_sglang
+	# The suite, then the real-SGLang lane on its own in one worker (real servers take ~2.3 GB and a core
+	# each): both run to their end whatever the other did; both closing lines are printed; either failing fails.
+	tests/run_lanes $(BIN)/python $(TEST_WORKERS)
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 -m "$(FAST_LANE)"
