@@ -22,7 +22,7 @@ TORCH_PIP_ARGS ?=
 # The fast lane's marker expression: every lane of tests/plugins/lanes.py left out.
 FAST_LANE := not real_sglang and not real_vllm and not sshd and not world
 
-.PHONY: venv vllm sglang demo test test-fast lint bench clean
+.PHONY: venv vllm sglang world demo test test-fast lint bench clean
 
 # setup.py builds the one C module (the replay scanner): a change to it reinstalls the project.
 $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
@@ -59,9 +59,12 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
-test: lint sglang
-	# Build (about 4 CPU-minutes, once) or reuse the cached demo world the tests run on.
+# Build (2.5-4 CPU-minutes, once) or reuse the cached demo world the tests run on.
+world: venv
 	$(BIN)/python -m eagle3_tui.sim.world ensure
+
+# The prerequisites are independent: `make -j3 test` builds the world, .venv-sglang and lints at once.
+test: lint sglang world
 	# The suite, then the real-SGLang lane on its own in one worker (real servers take ~2.3 GB and a core
 	# each): both run to their end whatever the other did; both closing lines are printed; either failing fails.
 	tests/run_lanes $(BIN)/python $(TEST_WORKERS)
