@@ -37,6 +37,7 @@ from eagle3_tui.sglang.installed.specpath import (
     SPEC_V2_ENV,
     TOPK_FALLS_BACK,
     TOPK_REFUSED,
+    TOPK_UNCHECKED,
     V2_DEFAULT,
     V2_ONLY,
     V2_OPT_IN,
@@ -194,7 +195,7 @@ _PATH: tuple[tuple[str, _PathRow], ...] = (
     ("0.4.7", (None, None, WIDTH_DRAFT, False, _LLAMA3, OLD_SIMULATE)),
     ("0.4.10", (None, None, WIDTH_TARGET, False, _LLAMA3, OLD_SIMULATE)),
     ("0.5.3", (None, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
-    ("0.5.5", (V2_OPT_IN, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.5", (V2_OPT_IN, TOPK_UNCHECKED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.7", (V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.11", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.12", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _MLA3, SIMULATE)),
@@ -218,7 +219,7 @@ def spec_path(version: str | None) -> SpecPath:
     note = Note("version table", f"speculative path since {first}: spec v2 {v2 or 'absent'}"
                 + (f", topk > 1 {topk}" if topk else "") + (f", draft-extend graph sized from the {width}" if width
                                                             else ""), assumed_from(nearest(version)))
-    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], simulate,
+    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], None, simulate,
                     (note,))
 
 
