@@ -15,6 +15,7 @@ from eagle3_tui.doctor.findings import Evidence, Finding, severity_rank
 from eagle3_tui.doctor.release_rules import served_loader
 from eagle3_tui.doctor.rules import ENGINE_NEUTRAL, RULE_IDS, RULES
 from eagle3_tui.doctor.vllm_rules import VLLM_RULES
+from eagle3_tui.engines import get_engine
 from eagle3_tui.errors import UserError
 from eagle3_tui.sglang.launch import KIND_SIM, effective
 
@@ -31,6 +32,8 @@ def complete(facts: Facts) -> Facts:
         has = f.launch.has_flag(SIM_PATCH_FLAG)
         f.embed_capture_supported = has
         f.embed_capture_evidence = f"{f.launch_source}: sim server {'with' if has else 'without'} {SIM_PATCH_FLAG}"
+    if f.served_launch is None and f.launch is not None:
+        f.served_launch = get_engine("sglang").from_native(f.launch)  # `launch` is SGLang's parsed command
     if f.release is None and f.installed is not None:
         f.release = f.installed.release
     if f.checkpoint_issues is None and f.draft_config is not None:
