@@ -254,12 +254,24 @@ def multistep_decay(f: Facts) -> Finding | None:
     ]
     if f.accept_rate_definition:
         ev.append(Evidence("server log", f"its accept rate is {f.accept_rate_definition}: not step 0's top-1"))
+    fix = "Train the draft with more test-time-training steps (its own predictions fed back); flags cannot fix this."
+    from eagle3_tui.doctor.quality_rules import domain_gap
+
+    gap = domain_gap(f)
+    if gap is not None and gap[0]:
+        names = ", ".join(n for n, _, _ in gap[0])
+        ev.append(Evidence(f.published_source or "published", f"the draft's authors publish accept length "
+                                                              f"{f.published_accept_len:.2f}; on {names} it is far "
+                                                              "below (draft-domain)"))
+        fix = (f"The draft saw too little data like {names}: retrain it with more in-domain data (the target's own "
+               "answers to such prompts); more test-time-training steps on the same data will not lift the later "
+               "steps. Flags cannot fix this.")
     return Finding(
         MULTISTEP_DECAY, "info",
         f"later draft steps accept {100 * later:.0f}% against step 0's {100 * a[0]:.0f}%: the offline top-1 "
         f"and the online accept rate measure different things, and serving loses nothing",
         ev,
-        "Train the draft with more test-time-training steps (its own predictions fed back); flags cannot fix this.",
+        fix,
     )
 
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from eagle3_tui.engines.base import Launch
     from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
+    from eagle3_tui.sglang.requests import SetAccept
+    from eagle3_tui.telemetry.drift import AcceptSlice
 
 
 @dataclass
@@ -154,3 +156,12 @@ class Facts:
     log_warnings: tuple[str, ...] = field(default_factory=tuple)
     """Warning messages SGLang logged (e.g. the topk-1 draft-token adjustment)."""
     log_path: str | None = None
+
+    # --- draft quality and drift --------------------------------------------------------------
+    accept_by_set: tuple[SetAccept, ...] = ()
+    """The latest benchmark's per-request accept length by prompt set ("all" first when there are several)."""
+    published_accept_len: float | None = None
+    """The accept length the draft's authors published (its config.json or model card)."""
+    published_source: str | None = None
+    accept_history: tuple[AcceptSlice, ...] = ()
+    """Accept length and running requests in ten-minute slices over the current run, oldest first."""

@@ -188,6 +188,8 @@ class Engine(abc.ABC):
     """The flag that sets the served context window (a fix's words: `--context-length`, `--max-model-len`)."""
     eager_flag: str
     """The flag that turns CUDA graphs off (`--disable-cuda-graph`, `--enforce-eager`): a bug isolated by comparing."""
+    prefix_cache_off_flag: str
+    """The flag that turns prefix caching off (`--disable-radix-cache`, `--no-enable-prefix-caching`)."""
     package: str
     """The package an operator installs to change release (`pip install PACKAGE==X`)."""
 

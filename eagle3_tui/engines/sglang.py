@@ -121,6 +121,7 @@ class SGLangEngine(Engine):
     running_metric = promtext.NUM_RUNNING
     context_flag = "--context-length"
     eager_flag = "--disable-cuda-graph"
+    prefix_cache_off_flag = "--disable-radix-cache"
     package = "sglang"
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"

@@ -103,6 +103,7 @@ class VLLMEngine(Engine):
     running_metric = metrics.RUNNING
     context_flag = "--max-model-len"
     eager_flag = "--enforce-eager"
+    prefix_cache_off_flag = "--no-enable-prefix-caching"
     package = "vllm"
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.chat_template import TrainedTemplate
     from eagle3_tui.sglang.client import BenchResult
     from eagle3_tui.sglang.installed import Answer, Release
+    from eagle3_tui.telemetry.drift import AcceptSlice
     from eagle3_tui.telemetry.metrics import MetricsSummary
 
 LIVE_WINDOW_S = 120.0
@@ -64,6 +65,8 @@ class FactsSnapshot:
     """The newest baseline benchmark's concurrency (the ledger's)."""
     bench_format: tuple[str, str] | None = None
     """The latest benchmark's prompt format ("chat" or "raw") and where that was seen; None: none known."""
+    accept_history: tuple[AcceptSlice, ...] = ()
+    """Accept length and running requests in ten-minute slices over the current run (telemetry's drift)."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -116,6 +119,11 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.served_template_read = t.tokenizer_read
     if snap.bench_format is not None:
         f.bench_prompt_format, f.bench_source = snap.bench_format
+    f.accept_history = tuple(snap.accept_history)
+    bench = snap.last_bench
+    if bench is not None and not bench.baseline:
+        f.accept_by_set = tuple(bench.sets)
+        f.published_accept_len, f.published_source = bench.published_accept_len, bench.published_source
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
