@@ -8,7 +8,7 @@ A row applies when the server's engine and release fall in its range and the dep
   one token shifted, so a prefix-cache hit gave the draft KV cached for other token pairs. PR #10846
   (merged 2025-09-24) measured accept 2.26 with the radix cache against 2.39 without on MT-Bench, and added
   `_convert_to_bigram_key` to mem_cache/radix_cache.py; the wheels show it absent in 0.4.9, 0.4.10, 0.5.2
-  and present from 0.5.3 (tests/test_doctor_bugs.py reads them).
+  and present from 0.5.3 (imported from mem_cache/utils.py by 0.5.6; tests/test_doctor_quality.py reads them).
 * `vllm-prefix-cache-drift`: vllm issue #41838: with prefix caching (on by default), accept length falls
   smoothly over hours on the highest-volume prompt types and only a restart restores it; reported on
   0.17.1 and 0.19.1, a fix proposed in PR #42359 (a race on full-attention blocks). No release is known to
