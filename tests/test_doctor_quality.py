@@ -215,3 +215,17 @@ def test_compare_on_vllm_speaks_vllm():
     assert "--enforce-eager`" in hit.fix and "`pip install 'vllm==0.31.0'`" in hit.fix
     assert "--disable-cuda-graph" not in hit.fix
     assert any("few drafted tokens accepted" in hit.title or "3 tokens drafted" in e.detail for e in hit.evidence)
+
+
+def test_bad_values_never_reach_the_rules_as_a_traceback():
+    from eagle3_tui.telemetry.drift import AcceptSlice, DriftSlices
+
+    d = DriftSlices()
+    for v in (float("nan"), float("inf"), None):
+        d.add(1_000_000.0, v, v)
+    d.add(float("nan"), 2.0, 4.0)
+    assert d.slices() == ()
+    odd = Facts(accept_history=(AcceptSlice(0.0, float("nan"), None, 1), AcceptSlice(9e3, 2.0, float("nan"), 0)),
+                published_accept_len=float("nan"), live_accept_len=float("nan"), predicted_accept_len=float("inf"))
+    got = diagnose(odd)
+    assert not any("could not run" in x.title for x in got)

@@ -141,12 +141,12 @@ def accept_drift(f: Facts) -> Finding | None:
     bugs = [b for b in matching(f) if b.drift]
     ev += [bug_evidence(b, f.engine_release) for b in bugs]
     cmd = _with_flag(f, engine.prefix_cache_off_flag)
-    compare = f" and compare a run with prefix caching off: `{cmd}`" if cmd else ""
+    compare = f"; compare a run with prefix caching off: `{cmd}`" if cmd else ""
     return Finding(ACCEPT_DRIFT, "warning",
                    f"accept length fell from {e:.2f} to {la:.2f} over {hours:.1f} h at the same load"
                    + (f" ({bugs[0].key}, a known {engine.label} bug)" if bugs else ""),
                    ev,
-                   f"Restart the server: if accept length comes back, a cache is going stale{compare}. If it "
+                   f"Restart the server: if accept length comes back, a cache was going stale{compare}. If it "
                    "does not, the traffic changed (benchmark the same prompts again).")
 
 

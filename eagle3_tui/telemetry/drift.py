@@ -7,6 +7,7 @@ run (a restart) starts the slices again, since a restart is what resets a drifti
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -31,8 +32,11 @@ class DriftSlices:
         """[start, accept sum, accept count, running sum, running count] per slice, oldest first."""
 
     def add(self, t: float, accept_len: float | None, running: float | None) -> None:
-        """File one stats line; a line older than the newest slice goes into it (logs arrive in order)."""
-        if accept_len is None and running is None:
+        """File one stats line; a line older than the newest slice goes into it (logs arrive in order). Values
+        that are not finite numbers are dropped."""
+        accept_len = accept_len if accept_len is not None and math.isfinite(accept_len) else None
+        running = running if running is not None and math.isfinite(running) else None
+        if (accept_len is None and running is None) or not math.isfinite(t):
             return
         start = t - t % self.slice_s
         if not self._slices or start > self._slices[-1][0]:
