@@ -125,9 +125,17 @@ def test_spec_v2_with_a_tree():
     assert P.SPEC_V2_TOPK not in found(facts("0.5.12", DRAFT_PATH + TREE, env={"SGLANG_ENABLE_SPEC_V2": "0"}))
     assert P.SPEC_V2_TOPK not in found(facts("0.5.12", DRAFT_PATH + CHAIN, env={}))
     assert P.SPEC_V2_TOPK not in found(facts("0.5.23", DRAFT_PATH + TREE, env={}))
-    # 0.5.4 has no SGLANG_ENABLE_SPEC_V2 (its --enable-beta-spec flag): the switch does nothing there
-    assert _release("0.5.4").path.spec_v2_topk is None
+    # 0.5.4: the switch is the launch flag --enable-beta-spec (server_args.py:1302 `if not self.enable_beta_spec:
+    # self.disable_overlap_schedule = True`); the environment variable does nothing there
+    r054 = _release("0.5.4").path
+    assert (r054.spec_v2, r054.spec_v2_topk, r054.spec_v2_flag) == (None, TOPK_UNCHECKED, "--enable-beta-spec")
     assert P.SPEC_V2_TOPK not in found(facts("0.5.4", DRAFT_PATH + TREE, env=on))
+    beta = found(facts("0.5.4", DRAFT_PATH + TREE + " --enable-beta-spec", env={}))[P.SPEC_V2_TOPK]
+    assert beta.severity == "error" and "--enable-beta-spec" in beta.title and beta.fix.startswith("Drop --enable-beta-spec")
+    assert any("#11690" in e.source for e in beta.evidence)
+    table054 = release_table.spec_path("0.5.4")
+    assert (table054.spec_v2_topk, table054.spec_v2_flag) == (TOPK_UNCHECKED, "--enable-beta-spec")
+    assert release_table.spec_path("0.5.3").spec_v2_flag is None and release_table.spec_path("0.5.5").spec_v2_flag is None
     # the table, where no source is read, says the same per version
     assert release_table.spec_path("0.5.5").spec_v2_topk == TOPK_UNCHECKED
     assert release_table.spec_path("0.5.10").spec_v2_topk == TOPK_REFUSED

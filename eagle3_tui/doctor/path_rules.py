@@ -79,33 +79,38 @@ def _env_shown(f: Facts, name: str) -> str:
 
 def spec_v2_topk(f: Facts) -> Finding | None:
     """topk > 1 where the release's spec v2 drafts only chains. Read from each release's server_args.py:
-    0.5.5-0.5.6 do not check it and the chain-only `EAGLEWorkerV2` dies on the first decode with a tensor
-    size error that names no flag (the case worth an error); 0.5.7-0.5.10 refuse it at start-up with their
-    own clear ValueError (said as info, with the way out); 0.5.11-0.5.12 run the tree on spec v1."""
+    0.5.4 (`--enable-beta-spec`) and 0.5.5-0.5.6 (the environment switch) do not check it and the chain-only
+    `EAGLEWorkerV2` dies on the first decode with a tensor size error that names no flag (the case worth an
+    error); 0.5.7-0.5.10 refuse it at start-up with their own clear ValueError (said as info, with the way
+    out); 0.5.11-0.5.12 run the tree on spec v1."""
     r, spec = release_of(f), spec_of(f)
     if r is None or spec is None or spec.algorithm not in EAGLE_FAMILY or not spec.topk or spec.topk <= 1:
         return None
-    rule = r.path.spec_v2_topk
-    if rule is None or r.path.spec_v2_on(f.server_env) is not True:
+    rule, flag = r.path.spec_v2_topk, r.path.spec_v2_flag
+    on = (f.launch is not None and f.launch.has_flag(flag)) if flag else r.path.spec_v2_on(f.server_env)
+    if rule is None or on is not True:
         return None
     if rule == TOPK_UNCHECKED and f.launch is not None and f.launch.has_flag(NO_OVERLAP):
         return None  # spec_info builds the v1 worker when the overlap scheduler is off
-    ev = [Evidence(f.launch_source, f"--speculative-eagle-topk {spec.topk} (a tree)"),
-          Evidence("server environment", _env_shown(f, SPEC_V2_ENV)
-                   + (" (the release's default is on)" if r.path.spec_v2 == V2_DEFAULT else "")),
-          *path_evidence(r, "topk > 1", "whatever the topk")]
+    switch = (Evidence(f.launch_source, f"{flag}: spec v2 on") if flag else
+              Evidence("server environment", _env_shown(f, SPEC_V2_ENV)
+                       + (" (the release's default is on)" if r.path.spec_v2 == V2_DEFAULT else "")))
+    ev = [Evidence(f.launch_source, f"--speculative-eagle-topk {spec.topk} (a tree)"), switch,
+          *path_evidence(r, "topk > 1", "whatever the topk", "keeps the overlap scheduler on")]
+    name = flag or SPEC_V2_ENV
+    off = f"Drop {flag}" if flag else f"Unset {SPEC_V2_ENV}"
     chain = "--speculative-eagle-topk 1 with --speculative-num-draft-tokens = steps + 1"
     if rule == TOPK_UNCHECKED:
-        ev.append(Evidence("sglang issues #13352, #14077", "SGLANG_ENABLE_SPEC_V2=1 with topk 4: \"Scheduler hit an "
-                                                           "exception\" ... llama_eagle3.py forward, torch.cat: "
-                                                           "\"RuntimeError: Sizes of tensors must match except in "
-                                                           "dimension 1\""))
+        ev.append(Evidence("sglang issues #11690, #13352, #14077", "--enable-beta-spec or SGLANG_ENABLE_SPEC_V2=1 "
+                                                                   "with topk 4: \"Scheduler hit an exception\" ... "
+                                                                   "llama_eagle3.py forward, torch.cat: \"RuntimeError: "
+                                                                   "Sizes of tensors must match except in dimension 1\""))
         return Finding(
             SPEC_V2_TOPK, "error",
-            f"spec v2 ({SPEC_V2_ENV}) in {release_label(r)} drafts topk {spec.topk} on its chain-only worker: the "
+            f"spec v2 ({name}) in {release_label(r)} drafts topk {spec.topk} on its chain-only worker: the "
             "scheduler dies on the first decode with a tensor size error",
             ev,
-            f"Unset {SPEC_V2_ENV} (spec v1 drafts trees), add {NO_OVERLAP}, or serve a chain: {chain}. "
+            f"{off} (spec v1 drafts trees), add {NO_OVERLAP}, or serve a chain: {chain}. "
             "From SGLang 0.5.7 the release refuses this at start-up; from 0.5.13 spec v2 drafts trees.")
     if rule == TOPK_REFUSED:
         return Finding(
@@ -276,7 +281,9 @@ def _spec_v2_switch(env: dict[str, str], r: Release | None) -> list[tuple[Severi
         return []
     declared = r.path.env_default(SPEC_V2_ENV)
     if declared is None:
-        what = "spec v2 is the only path" if r.path.spec_v2 == V2_ONLY else "it has no spec v2"
+        what = ("spec v2 is the only path" if r.path.spec_v2 == V2_ONLY else
+                f"its spec v2 switch is the launch flag {r.path.spec_v2_flag}" if r.path.spec_v2_flag else
+                "it has no spec v2")
         return [("info", Evidence("server environment", f"{SPEC_V2_ENV}={raw}: {release_label(r)} does not declare "
                                                         f"it ({what}); it has no effect"))]
     on = parse_bool(raw)

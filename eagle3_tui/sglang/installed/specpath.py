@@ -6,7 +6,9 @@ What each part is read from (and what it decides):
   server runs with can be judged against the release that reads them (`SGLANG_ENABLE_SPEC_V2` is
   declared `EnvBool(False)` in 0.5.5-0.5.10 and `EnvBool(True)` from 0.5.11; from 0.5.13 spec v2 is
   the only path and the switch only picks the overlap-scheduled or the synchronous worker).
-* `server_args.py` / `arg_groups/speculative_hook.py`: what spec v2 does with topk > 1. 0.5.5-0.5.6 do not
+* `server_args.py` / `arg_groups/speculative_hook.py`: what spec v2 does with topk > 1. 0.5.4 (where the switch
+  is the launch flag `--enable-beta-spec`, `if not self.enable_beta_spec: self.disable_overlap_schedule = True`)
+  and 0.5.5-0.5.6 do not
   check it: the switch keeps the overlap scheduler on for EAGLE3 (`if not envs.SGLANG_ENABLE_SPEC_V2.get():
   self.disable_overlap_schedule = True` is the only branch) and `spec_info._create_eagle_worker` builds
   `EAGLEWorkerV2`, which drafts a tree into chain-shaped buffers: the first decode dies on a tensor size
@@ -59,6 +61,7 @@ SIMULATE = "SGLANG_SIMULATE_ACC_LEN"
 OLD_SIMULATE = "SIMULATE_ACC_LEN"
 
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+BETA_SPEC_FLAG = "--enable-beta-spec"  # 0.5.4's switch: a launch flag
 # spec v2 as the release has it
 V2_OPT_IN = "opt-in"  # the switch exists, off by default
 V2_DEFAULT = "default"  # the switch exists, on by default
@@ -98,6 +101,8 @@ class SpecPath:
     """The variable that makes the verifier accept a simulated length (`SIMULATE_ACC_LEN` up to 0.5.2,
     `SGLANG_SIMULATE_ACC_LEN` after); None when neither was seen."""
     notes: tuple[Note, ...] = field(default=(), compare=False)
+    spec_v2_flag: str | None = None
+    """The launch flag that turns spec v2 on where no environment switch does (0.5.4: `--enable-beta-spec`)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"spec_v2": self.spec_v2, "spec_v2_topk_gt_1": self.spec_v2_topk,
@@ -105,7 +110,8 @@ class SpecPath:
                 "expert_recorder_capture_safe": self.expert_recorder_capture_safe,
                 "draft_classes": list(self.draft_classes), "draft_path_from_target": sorted(self.draft_path_from_target),
                 "context_beyond_window": self.context_check, "draft_window_stretched": self.draft_window_stretched,
-                "draft_defaults_to_target": self.draft_defaults_to_target, "simulate_env": self.simulate_env, "declared_switches": len(self.env)}
+                "draft_defaults_to_target": self.draft_defaults_to_target, "simulate_env": self.simulate_env,
+                "spec_v2_flag": self.spec_v2_flag, "declared_switches": len(self.env)}
 
     def summary(self) -> str:
         """One line for a person."""
@@ -171,7 +177,11 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
     elif v2 == V2_ONLY:
         notes.append(Note(Modules.path_of(SPEC_HOOK), "spec v2 is the only speculative path (the switch, where "
                                                       "declared, picks the overlap or the synchronous worker)"))
-    topk = _topk_rule(text, v2)
+    flag = BETA_SPEC_FLAG if _BETA_KEEPS_OVERLAP.search(text) else None
+    if flag is not None:
+        notes.append(Note(Modules.path_of(SERVER_ARGS), f"{flag} keeps the overlap scheduler on: the spec v2 worker "
+                                                        "(EAGLEWorkerV2) drafts"))
+    topk = _topk_rule(text, v2 or (V2_OPT_IN if flag else None))
     where = Modules.path_of(SPEC_HOOK) if hook_text and "spec v2" in hook_text.lower() else Modules.path_of(SERVER_ARGS)
     if topk == TOPK_REFUSED:
         notes.append(Note(where, "spec v2 with --speculative-eagle-topk > 1 raises ValueError at start-up"))
@@ -213,7 +223,7 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
                                                          "built from the target's path (model_path or "
                                                          "server_args.model_path): the target is loaded as the draft"))
     return SpecPath(env, v2, topk, width, safe, from_target, classes, context, stretched, defaults, simulate,
-                    tuple(notes))
+                    tuple(notes), flag)
 
 
 _DRAFT_DEFAULTS = re.compile(r"model_path\s*=\s*model_path or server_args\.model_path")
@@ -239,6 +249,7 @@ def _spec_v2(env: tuple[tuple[str, str, str], ...], text: str) -> str | None:
 
 _REFUSE = re.compile(r"raise ValueError\(\s*\"Spec v2 currently only supports topk = 1")
 # 0.5.5-0.5.6: the switch's only effect in server_args is to not turn the overlap scheduler off
+_BETA_KEEPS_OVERLAP = re.compile(r"if not self\.enable_beta_spec:\s*\n\s*self\.disable_overlap_schedule = True")
 _V2_KEEPS_OVERLAP = re.compile(r"if not envs\.SGLANG_ENABLE_SPEC_V2\.get\(\):\s*\n\s*self\.disable_overlap_schedule = True")
 _FALLBACK = re.compile(r"spec_v1_reason\s*=\s*\"spec v2 currently only supports topk = 1\"")
 
@@ -248,7 +259,7 @@ def _topk_rule(text: str, v2: str | None) -> str | None:
         return TOPK_REFUSED
     if _FALLBACK.search(text):
         return TOPK_FALLS_BACK
-    if v2 in (V2_OPT_IN, V2_DEFAULT) and _V2_KEEPS_OVERLAP.search(text):
+    if v2 in (V2_OPT_IN, V2_DEFAULT) and (_V2_KEEPS_OVERLAP.search(text) or _BETA_KEEPS_OVERLAP.search(text)):
         return TOPK_UNCHECKED
     return None
 
