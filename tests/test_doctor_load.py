@@ -194,3 +194,49 @@ def test_better_flags_on_vllm_advises_a_chain_in_vllms_terms() -> None:
     sglang_preset = terms_for(get_engine("sglang")).advice_presets([sglang])[0]
     assert dict(sglang_preset.flags) == {"speculative-num-steps": 5, "speculative-eagle-topk": 4,
                                          "speculative-num-draft-tokens": 16}
+
+
+STEP_ACCEPT = (0.7, 0.6, 0.55, 0.5, 0.5, 0.5)
+
+
+def _tree_facts(steps: int, topk: int, draft: int, running: tuple[int, ...], **kw) -> Facts:
+    measured = _measured(((1, 1, 2), 8), ((3, 1, 4), 8), ((5, 4, 16), 8))
+    preds = tuple(Prediction(SpecConfig(*c), a) for c, a in ACCEPT.items())
+    more = {"baseline_tps": 8 / TRUE.t0, "baseline_batch": 8, "predictions": preds,
+            "measured_configs": tuple(measured), "step_accept": STEP_ACCEPT, **kw}
+    return _facts(_argv(steps=steps, topk=topk, draft=draft), running, **more)
+
+
+def test_a_tree_at_two_to_seven_requests_gets_the_cost_models_chain() -> None:
+    from eagle3_tui.doctor.advice import TREE_LOW_LOAD, tree_low_load
+    from eagle3_tui.eagle.predict import chain_accept_len
+
+    # 6/8/32 at four requests: the model (fitted to the measured rows) prefers a chain of the same steps
+    wide = tree_low_load(_tree_facts(6, 8, 32, (4, 4, 4)))
+    assert wide is not None and wide.rule_id == TREE_LOW_LOAD and wide.severity == "warning"
+    chain = SpecConfig(6, 1, 7)
+    m = calibrate(_measured(((1, 1, 2), 8), ((3, 1, 4), 8), ((5, 4, 16), 8)), 8 / TRUE.t0, baseline_batch=8)
+    assert m is not None
+    t_tree, t_chain = m.tok_s(SpecConfig(6, 8, 32), 3.6, 4), m.tok_s(chain, chain_accept_len(STEP_ACCEPT), 4)
+    assert t_chain > t_tree
+    assert f"~{t_chain:.1f} tok/s against the tree's ~{t_tree:.1f}" in wide.title
+    assert "--speculative-eagle-topk 1 --speculative-num-draft-tokens 7" in wide.fix
+    assert any(f"~{t_chain:.1f} tok/s at 4" in e.detail for e in wide.evidence)
+    # 5/4/16 at two requests: the tree still pays, and the doctor says so with both numbers
+    holds = tree_low_load(_tree_facts(5, 4, 16, (2, 2)))
+    assert holds is not None and holds.severity == "info" and "the tree still pays" in holds.title
+    # diagnose runs it
+    assert TREE_LOW_LOAD in {x.rule_id for x in diagnose(_tree_facts(6, 8, 32, (4, 4)))}
+
+
+def test_tree_low_load_stays_in_its_range_and_says_what_is_missing() -> None:
+    from eagle3_tui.doctor.advice import tree_low_load
+
+    assert tree_low_load(_tree_facts(6, 8, 32, (1, 1))) is None  # one request: the tree is nearly free
+    assert tree_low_load(_tree_facts(6, 8, 32, (12, 12))) is None  # eight and up: tree-too-wide's ground
+    assert tree_low_load(_tree_facts(3, 1, 4, (4, 4))) is None  # a chain already
+    bare = tree_low_load(_facts(_argv(steps=6, topk=8, draft=32), (4, 4)))
+    assert bare is not None and bare.severity == "info" and "no chain comparison yet" in bare.title
+    missing = next(e.detail for e in bare.evidence if e.source == "missing")
+    assert "cost model" in missing and "accept length" in missing
+    assert "sweep -c 4" in bare.fix

@@ -26,6 +26,7 @@ from eagle3_tui.sglang.installed.specpath import (
     CONTEXT_REFUSED,
     TOPK_FALLS_BACK,
     TOPK_REFUSED,
+    TOPK_UNCHECKED,
     V2_DEFAULT,
     V2_ONLY,
     V2_OPT_IN,
@@ -67,8 +68,13 @@ PATHS = [
     ("0.4.9", None, None, WIDTH_DRAFT, False, CONTEXT_OVERRIDDEN),
     # 0.4.10: the buffer from hf_config.target_hidden_size (sglang PR #8163)
     ("0.4.10", None, None, WIDTH_TARGET, False, CONTEXT_OVERRIDDEN),
-    # 0.5.6 environ.py:307 SGLANG_ENABLE_SPEC_V2 = EnvBool(False), no topk rule yet
-    ("0.5.6", V2_OPT_IN, None, WIDTH_TARGET, False, CONTEXT_REFUSED),
+    # 0.5.5 environ.py:258 / 0.5.6 environ.py:307 SGLANG_ENABLE_SPEC_V2 = EnvBool(False); server_args.py
+    # (0.5.5:1548, 0.5.6:1693) only `if not envs.SGLANG_ENABLE_SPEC_V2.get(): self.disable_overlap_schedule =
+    # True`: no topk check, EAGLE3 reaches EAGLEWorkerV2 (spec_info.py _create_eagle_worker)
+    ("0.5.5", V2_OPT_IN, TOPK_UNCHECKED, WIDTH_TARGET, False, CONTEXT_REFUSED),
+    ("0.5.6", V2_OPT_IN, TOPK_UNCHECKED, WIDTH_TARGET, False, CONTEXT_REFUSED),
+    # 0.5.7 server_args.py:2012 raise ValueError("Spec v2 currently only supports topk = 1 ...")
+    ("0.5.7", V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, CONTEXT_REFUSED),
     # 0.5.2 model_config.py: refused unless the switch, and the draft's max_position_embeddings never stretched
     ("0.5.2", None, None, WIDTH_TARGET, False, CONTEXT_REFUSED),
     # 0.5.9 server_args.py:2381 raise ValueError("Spec v2 currently only supports topk = 1 ...")
@@ -97,15 +103,42 @@ def test_the_path_read_from_the_wheel_and_the_table_agree(version, v2, topk, wid
 
 def test_spec_v2_with_a_tree():
     on = {"SGLANG_ENABLE_SPEC_V2": "1"}
-    refused = found(facts("0.5.9", DRAFT_PATH + TREE, env=on))[P.SPEC_V2_TOPK]
-    assert refused.severity == "error" and "will not start" in refused.title
-    assert any("server_args.py" in e.source for e in refused.evidence)
+    # 0.5.5-0.5.6: nothing checks topk, the chain-only v2 worker crashes on a tensor size: the doctor's error
+    for version in ("0.5.5", "0.5.6"):
+        crash = found(facts(version, DRAFT_PATH + TREE, env=on))[P.SPEC_V2_TOPK]
+        assert crash.severity == "error" and "tensor size error" in crash.title and version in crash.title
+        assert "--disable-overlap-schedule" in crash.fix and "SGLANG_ENABLE_SPEC_V2" in crash.fix
+        assert any("#13352" in e.source for e in crash.evidence)
+        assert any("server_args.py" in e.source for e in crash.evidence)
+        assert P.SPEC_V2_TOPK not in found(facts(version, DRAFT_PATH + TREE, env={}))  # spec v2 off by default
+        assert P.SPEC_V2_TOPK not in found(facts(version, DRAFT_PATH + CHAIN, env=on))
+        # with the overlap scheduler off the v1 worker drafts the tree
+        assert P.SPEC_V2_TOPK not in found(facts(version, DRAFT_PATH + TREE + " --disable-overlap-schedule", env=on))
+    # 0.5.7-0.5.10: SGLang says it itself at start-up; the doctor only adds the way out
+    for version in ("0.5.7", "0.5.9"):
+        refused = found(facts(version, DRAFT_PATH + TREE, env=on))[P.SPEC_V2_TOPK]
+        assert refused.severity == "info" and "saying so itself" in refused.title
+        assert any("server_args.py" in e.source for e in refused.evidence)
     assert P.SPEC_V2_TOPK not in found(facts("0.5.9", DRAFT_PATH + TREE, env={}))  # off by default there
     fallback = found(facts("0.5.12", DRAFT_PATH + TREE, env={}))[P.SPEC_V2_TOPK]
     assert fallback.severity == "info" and "spec v1" in fallback.title and "0.5.13" in fallback.fix
     assert P.SPEC_V2_TOPK not in found(facts("0.5.12", DRAFT_PATH + TREE, env={"SGLANG_ENABLE_SPEC_V2": "0"}))
     assert P.SPEC_V2_TOPK not in found(facts("0.5.12", DRAFT_PATH + CHAIN, env={}))
     assert P.SPEC_V2_TOPK not in found(facts("0.5.23", DRAFT_PATH + TREE, env={}))
+    # 0.5.4: the switch is the launch flag --enable-beta-spec (server_args.py:1302 `if not self.enable_beta_spec:
+    # self.disable_overlap_schedule = True`); the environment variable does nothing there
+    r054 = _release("0.5.4").path
+    assert (r054.spec_v2, r054.spec_v2_topk, r054.spec_v2_flag) == (None, TOPK_UNCHECKED, "--enable-beta-spec")
+    assert P.SPEC_V2_TOPK not in found(facts("0.5.4", DRAFT_PATH + TREE, env=on))
+    beta = found(facts("0.5.4", DRAFT_PATH + TREE + " --enable-beta-spec", env={}))[P.SPEC_V2_TOPK]
+    assert beta.severity == "error" and "--enable-beta-spec" in beta.title and beta.fix.startswith("Drop --enable-beta-spec")
+    assert any("#11690" in e.source for e in beta.evidence)
+    table054 = release_table.spec_path("0.5.4")
+    assert (table054.spec_v2_topk, table054.spec_v2_flag) == (TOPK_UNCHECKED, "--enable-beta-spec")
+    assert release_table.spec_path("0.5.3").spec_v2_flag is None and release_table.spec_path("0.5.5").spec_v2_flag is None
+    # the table, where no source is read, says the same per version
+    assert release_table.spec_path("0.5.5").spec_v2_topk == TOPK_UNCHECKED
+    assert release_table.spec_path("0.5.10").spec_v2_topk == TOPK_REFUSED
 
 
 def test_expert_distribution_metrics_with_several_steps():
@@ -134,8 +167,13 @@ def test_draft_extend_graph_width_before_0_4_10():
 def test_eagle3_without_a_draft_path():
     mtp = found(facts("0.5.6", CHAIN, target_arch="DeepseekV3ForCausalLM"))[P.NO_DRAFT_PATH]
     assert "MTP" in mtp.title and "--speculative-draft-model-path" in mtp.fix
+    # configs/model_config.py from_server_args: model_path=model_path or server_args.model_path
     plain = found(facts("0.5.6", CHAIN, target_arch="LlamaForCausalLM"))[P.NO_DRAFT_PATH]
-    assert "no draft to load" in plain.title
+    assert "loads the target (/models/target) as the draft" in plain.title
+    assert any("model_config.py" in e.source and "target is loaded as the draft" in e.detail for e in plain.evidence)
+    assert _release("0.5.4").path.draft_defaults_to_target and _release("0.5.7").path.draft_defaults_to_target
+    unknown = found(facts(None, CHAIN))[P.NO_DRAFT_PATH]
+    assert "as the draft" in unknown.title and "no draft to load" not in unknown.title
     assert "DeepseekV3ForCausalLM" in _release("0.5.23").path.draft_path_from_target
     assert P.NO_DRAFT_PATH not in found(facts("0.5.6", DRAFT_PATH + CHAIN))
 

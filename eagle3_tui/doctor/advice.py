@@ -25,6 +25,7 @@ from eagle3_tui.engines import get_engine
 
 BETTER_FLAGS = "better-flags"
 MULTISTEP_DECAY = "multistep-decay"
+TREE_LOW_LOAD = "tree-low-load"
 MIN_GAIN = 1.05  # advise only past a 5% predicted gain
 DECAY_DROP = 0.15  # later steps' acceptance this far below step 0's (absolute) is a decay
 LIVE_MATCH = 0.15  # live within 15% of the prediction: serving is not what loses the tokens
@@ -253,13 +254,92 @@ def multistep_decay(f: Facts) -> Finding | None:
     ]
     if f.accept_rate_definition:
         ev.append(Evidence("server log", f"its accept rate is {f.accept_rate_definition}: not step 0's top-1"))
+    fix = "Train the draft with more test-time-training steps (its own predictions fed back); flags cannot fix this."
+    from eagle3_tui.doctor.quality_rules import domain_gap
+
+    gap = domain_gap(f)
+    if gap is not None and gap[0]:
+        names = ", ".join(n for n, _, _ in gap[0])
+        ev.append(Evidence(f.published_source or "published", f"the draft's authors publish accept length "
+                                                              f"{f.published_accept_len:.2f}; on {names} it is far "
+                                                              "below (draft-domain)"))
+        fix = (f"The draft saw too little data like {names}: retrain it with more in-domain data (the target's own "
+               "answers to such prompts); more test-time-training steps on the same data will not lift the later "
+               "steps. Flags cannot fix this.")
     return Finding(
         MULTISTEP_DECAY, "info",
         f"later draft steps accept {100 * later:.0f}% against step 0's {100 * a[0]:.0f}%: the offline top-1 "
         f"and the online accept rate measure different things, and serving loses nothing",
         ev,
-        "Train the draft with more test-time-training steps (its own predictions fed back); flags cannot fix this.",
+        fix,
     )
 
 
-ADVICE_RULES = ((BETTER_FLAGS, better_flags), (MULTISTEP_DECAY, multistep_decay))
+LOW_LOAD = (2, 7)
+"""Requests in flight where a tree's verify pass is neither free (one request) nor compute-bound (eight and up,
+`load_rules.tree-too-wide`): the cost model, not a rule of thumb, says whether the tree still pays."""
+
+
+def _chain_accept(f: Facts, chain: SpecConfig) -> tuple[float, str] | None:
+    """A chain's accept length: the check's prediction for it, else its per-step rates over `steps` steps."""
+    preds = _predictions(f)
+    if chain in preds:
+        return preds[chain], f"the check's prediction for {chain.describe()}"
+    if len(f.step_accept) >= chain.steps:
+        from eagle3_tui.eagle.predict import chain_accept_len
+
+        return chain_accept_len(f.step_accept[:chain.steps]), "the check's per-step acceptance over the chain"
+    return None
+
+
+def tree_low_load(f: Facts) -> Finding | None:
+    """A tree at 2-7 requests in flight: what the calibrated cost model predicts for it and for a chain of the
+    same steps at this load (each extra draft token costs every request's verify pass a little)."""
+    served, load = _served(f), f.running_reqs_mean
+    if served is None or load is None or not (LOW_LOAD[0] - 0.5 <= load < LOW_LOAD[1] + 0.5):
+        return None
+    s, k, d = served
+    if k <= 1 and d <= s + 1:
+        return None  # a chain already
+    batch = max(1, round(load))
+    chain = SpecConfig(s, 1, s + 1)
+    tree_acc = _predictions(f).get(served)
+    tree_how = f"the check's prediction for {served.describe()}"
+    if tree_acc is None and f.live_accept_len is not None:
+        tree_acc, tree_how = f.live_accept_len, f.live_source
+    chain_got = _chain_accept(f, chain)
+    model = calibrate(list(f.measured_configs), f.baseline_tps, f.baseline_batch or 1)
+    flags = get_engine(f.engine).flags_text(chain)
+    ev = [Evidence(f.log_path or "server log", f"#running-req mean {load:.1f} (~{batch} requests in flight)"),
+          Evidence("served", f"{served.describe()}: a tree of {d} draft tokens")]
+    missing = [what for what, v in (("a cost model (benchmark the served flags and a baseline, or run "
+                                     f"`eagle3-tui sweep -c {batch}`)", model),
+                                    ("the tree's accept length (the offline check or the live log)", tree_acc),
+                                    ("a chain's accept length (the offline check's per-step acceptance)", chain_got))
+               if v is None]
+    if missing or model is None or tree_acc is None or chain_got is None:
+        return Finding(TREE_LOW_LOAD, "info",
+                       f"a tree of {d} draft tokens at ~{batch} requests in flight: no chain comparison yet",
+                       [*ev, Evidence("missing", "; ".join(missing))],
+                       f"Benchmark a chain ({flags}) against the tree at this load: `eagle3-tui sweep -c {batch}`.")
+    chain_acc, chain_how = chain_got
+    t_tree, t_chain = model.tok_s(served, tree_acc, batch), model.tok_s(chain, chain_acc, batch)
+    ev += [Evidence("cost model", f"calibrated on {model.calibrated_on} measured configuration(s)"
+                                  + (" and the baseline" if model.baseline else "") + f": per iteration "
+                                  f"{1e3 * model.t0:.2f} ms + per request {1e3 * model.c_verify:.3f} ms per draft token "
+                                  f"verified + {1e3 * model.c_draft:.3f} ms per step and branch"),
+           Evidence("prediction", f"tree {served}: accept {tree_acc:.2f} ({tree_how}), ~{t_tree:.1f} tok/s at {batch}"),
+           Evidence("prediction", f"chain {chain}: accept {chain_acc:.2f} ({chain_how}), ~{t_chain:.1f} tok/s at "
+                                  f"{batch}")]
+    if t_chain >= t_tree * MIN_GAIN:
+        return Finding(TREE_LOW_LOAD, "warning",
+                       f"at ~{batch} requests in flight the cost model predicts a chain ({chain.describe()}) at "
+                       f"~{t_chain:.1f} tok/s against the tree's ~{t_tree:.1f} ({t_chain / t_tree:.2f}x)", ev,
+                       f"Serve {flags}, then benchmark at this load (`eagle3-tui bench -c {batch}`).")
+    return Finding(TREE_LOW_LOAD, "info",
+                   f"at ~{batch} requests in flight the cost model predicts the tree ~{t_tree:.1f} tok/s, a chain "
+                   f"({chain.describe()}) ~{t_chain:.1f}: the tree still pays at this load", ev,
+                   f"Keep the tree; check again if the load passes {LOW_LOAD[1]} requests in flight.")
+
+
+ADVICE_RULES = ((BETTER_FLAGS, better_flags), (MULTISTEP_DECAY, multistep_decay), (TREE_LOW_LOAD, tree_low_load))

@@ -7,22 +7,26 @@
 * `draft-embedding`, `aux-config`: the checkpoint/config problems `eagle.checkpoint` finds.
 * `d2t`: the vocabulary map missing, or holding values SGLang cannot use (absolute ids, out of range, zeros).
 * `draft-context`: the draft's context window (`max_position_embeddings` x RoPE scaling) against the
-  served `--context-length` or the target's window.
-* `target-numerics`: what the target's weights, `--quantization`, `--dtype` and `--kv-cache-dtype` do to
-  the hidden states the draft sees (a rotation such as QuaRot changes their basis).
+  served window (SGLang's `--context-length`, vLLM's `--max-model-len`) or the target's, and what the engine
+  and its release then do (refuse, crash, or run the draft past its window).
+* `target-numerics`: what the target's weights (config.json's quantization_config and the other vendors'
+  description files, `eagle.quantization`), `--quantization`, `--dtype` and `--kv-cache-dtype` (either engine's,
+  through the seam) do to the hidden states the draft sees (a rotation such as QuaRot changes their basis).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from eagle3_tui.doctor.facts import Facts
 from eagle3_tui.doctor.findings import Evidence, Finding, Severity, severity_rank
 from eagle3_tui.doctor.path_rules import path_evidence, release_label, release_of
 from eagle3_tui.doctor.release_rules import loader_keeps
+from eagle3_tui.eagle import quantization
 from eagle3_tui.eagle.checkpoint import MLA_DRAFT, flat_config
+from eagle3_tui.engines import get_engine
 from eagle3_tui.sglang.installed.specpath import CONTEXT_REFUSED, OVERWRITE_ENV, parse_bool
+from eagle3_tui.vllm import diagnose as vllm_diagnose
 
 DRAFT_ARCHITECTURE = "draft-architecture"
 DRAFT_LAYERS = "draft-layers"
@@ -36,8 +40,6 @@ EAGLE3_DRAFT = "LlamaForCausalLMEagle3"
 EAGLE12_DRAFTS = ("LlamaForCausalLMEagle", "Qwen2ForCausalLMEagle")
 # sglang/srt/utils/hf_transformers_utils.py CONTEXT_LENGTH_KEYS (0.5.6-0.5.23): the first one present wins
 CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
-# words in a quantization_config that mean the weights carry a rotation of the residual stream
-ROTATION_WORDS = ("rotation", "hadamard", "quarot", "spinquant", "transform_config")
 
 
 def _src(f: Facts) -> str:
@@ -196,8 +198,10 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_context(f: Facts) -> Finding | None:
-    """The draft's context window against the target's: the draft worker runs with the target's context
-    length (`server_args.context_length = target ... context_len`, eagle_worker.py)."""
+    """The draft's context window against the served one: both engines run the draft over the target's
+    positions (SGLang's eagle_worker.py sets the draft's context_length to the target's; vLLM's proposer feeds
+    positions up to the target's max_model_len). What a longer request then does depends on the engine and its
+    release: SGLang refuses to start, crashes, or runs the draft past its window; vLLM before 0.26 crashes."""
     c = f.draft_config
     if c is None:
         return None
@@ -205,11 +209,11 @@ def draft_context(f: Facts) -> Finding | None:
     if got is None:
         return None
     d_ctx, d_how = got
-    launch = f.launch
-    given = launch.flag_value("--context-length") if launch is not None else None
+    engine = get_engine(f.engine)
+    given = f.served_launch.numerics.context_length if f.served_launch is not None else None
     served: int | None = None
-    if given is not None and given.isdigit():
-        served, s_how, s_src = int(given), f"--context-length {given}", f.launch_source
+    if given is not None:
+        served, s_how, s_src = given, f"{engine.context_flag} {given}", f.launch_source
     elif f.target_config is not None:
         t = derived_context(_text_config(f.target_config))
         if t is not None:
@@ -217,13 +221,15 @@ def draft_context(f: Facts) -> Finding | None:
     if served is None or served <= d_ctx:
         return None
     ev = [Evidence(_src(f), f"the draft's window is {d_ctx} ({d_how})"),
-          Evidence(s_src, f"the target's context length is {served} ({s_how}); the draft worker runs with it")]
+          Evidence(s_src, f"the target's context length is {served} ({s_how}); the draft runs with it")]
+    shorter = f"{engine.context_flag} {d_ctx}"
+    if f.engine == "vllm":
+        return _vllm_context(f, d_ctx, served, ev, shorter)
     r = release_of(f)
     env_value = (f.server_env or {}).get(OVERWRITE_ENV)
     allowed = parse_bool(env_value) if env_value is not None else None
     if env_value is not None:
         ev.append(Evidence("server environment", f"{OVERWRITE_ENV}={env_value}"))
-    shorter = f"--context-length {d_ctx}"
     scaling = "give the draft config the rope_scaling it was trained with"
     if r is not None:
         ev += path_evidence(r, "context length", "max_position_embeddings")
@@ -251,15 +257,41 @@ def draft_context(f: Facts) -> Finding | None:
         f"show it); {scaling}, or serve a draft trained on longer sequences.")
 
 
+def _vllm_context(f: Facts, d_ctx: int, served: int, ev: list[Evidence], shorter: str) -> Finding:
+    """vLLM: before 0.26 the draft's rotary cache has d_ctx rows and a longer request indexes past it (issue
+    #48894: a device-side assert under torch.compile, garbage reads with --enforce-eager); from 0.26 the draft's
+    max_position_embeddings is raised to max_model_len and the draft runs past its trained window."""
+    release = f.engine_release
+    stretched = vllm_diagnose.draft_window_stretched(release)
+    fixed = ".".join(map(str, vllm_diagnose.DRAFT_WINDOW_FIXED))
+    who = f"vLLM {release}" if release else "vLLM"
+    issue = Evidence("vllm issue #48894", f"a draft position past max_position_embeddings ({d_ctx}) indexes the "
+                                          "draft's rotary cos_sin_cache out of bounds: a device-side assert "
+                                          "(Triton `index out of bounds`) under torch.compile, silent garbage "
+                                          f"reads with --enforce-eager; fixed by PR #49343 ({fixed}+)")
+    raise_window = (f"or set \"max_position_embeddings\": {served} in the draft's config.json (what vLLM {fixed}+ "
+                    "does itself)")
+    if stretched:
+        ev.append(Evidence(f"{who} config/speculative.py", "_maybe_override_draft_max_position_embeddings raises "
+                                                           f"the draft's window to max_model_len {served}"))
+        return Finding(DRAFT_CONTEXT, "warning",
+                       f"requests past {d_ctx} tokens run the draft beyond the window it was trained on ({who} "
+                       f"stretches it to {served}; no crash)", ev,
+                       f"Expect accept length to fall on requests longer than {d_ctx} tokens; serve {shorter} if "
+                       "no request needs more, or a draft trained on longer sequences.")
+    eager = f.served_launch is not None and get_engine(f.engine).eager_flag in f.served_launch.argv
+    if eager:
+        title = (f"requests past {d_ctx} tokens read past the draft's RoPE cache on {who} with --enforce-eager: "
+                 "garbage draft positions, accept length falls without a crash")
+    else:
+        title = (f"requests past {d_ctx} tokens crash {who}{'' if stretched is False else f' before {fixed}'}: "
+                 "device-side assert in the draft's RoPE cache")
+    return Finding(DRAFT_CONTEXT, "error" if stretched is False else "warning", title, [*ev, issue],
+                   f"Serve {shorter} (vLLM's flag; it bounds every request), {raise_window}, or upgrade to vLLM "
+                   f">= {fixed}.")
+
+
 # --- target numerics ------------------------------------------------------------------------------------
-
-
-def _rotation(qc: dict[str, Any]) -> str | None:
-    text = json.dumps(qc).lower()
-    for word in ROTATION_WORDS:
-        if word in text:
-            return word
-    return None
 
 
 def _verifier(f: Facts) -> str | None:
@@ -278,26 +310,26 @@ def target_numerics(f: Facts) -> Finding | None:
     tsrc = f.target_config_path or "target config"
     tc = f.target_config or {}
     qc = tc.get("quantization_config") or _text_config(tc).get("quantization_config")
-    if isinstance(qc, dict):
-        method = qc.get("quant_method") or qc.get("quant_algo") or "unknown method"
-        rot = _rotation(qc)
-        if rot is not None:
-            judged.append(("warning", Evidence(tsrc, f"quantization_config ({method}) carries a rotation ({rot}): the "
-                                                     "residual stream, and so every hidden state the draft is fed, is "
-                                                     "in a rotated basis")))
+    files: dict[str, Any] = {f"{tsrc} quantization_config": qc} if isinstance(qc, dict) else {}
+    files.update(f.target_quant_files or {})
+    for d in quantization.describe(files, tuple(f.target_rotation_files)):
+        if d.rotation is not None:
+            judged.append(("warning", Evidence(d.source, f"{d.method} carries a rotation ({d.rotation}): the residual "
+                                                         "stream, and so every hidden state the draft is fed, is in a "
+                                                         "rotated basis")))
         else:
-            judged.append(("info", Evidence(tsrc, f"quantization_config: {method} (the hidden states differ slightly "
-                                                  "from a bf16 target's)")))
-    launch = f.launch
-    if launch is not None:
-        q = launch.flag_value("--quantization")
+            judged.append(("info", Evidence(d.source, f"{d.method} (the hidden states differ slightly from a bf16 "
+                                                      "target's)")))
+    if f.served_launch is not None:
+        n = f.served_launch.numerics
+        q = n.quantization
         if q:
             judged.append(("info", Evidence(f.launch_source, f"--quantization {q}: the target is quantized at load")))
-        kv = launch.flag_value("--kv-cache-dtype")
+        kv = n.kv_cache_dtype
         if kv and kv != "auto":
             judged.append(("info", Evidence(f.launch_source, f"--kv-cache-dtype {kv}: the draft's KV cache is {kv} "
                                                              "too (it shares the server's setting)")))
-        dt = launch.flag_value("--dtype")
+        dt = n.dtype
         trained = f.draft_config.raw.get("torch_dtype") if f.draft_config is not None else None
         if dt and dt != "auto" and isinstance(trained, str) and _norm_dtype(dt) != _norm_dtype(trained):
             judged.append(("info", Evidence(f.launch_source, f"--dtype {dt}, the draft was saved in {trained}")))

@@ -17,8 +17,11 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.draft_config import DraftConfig
     from eagle3_tui.eagle.predict import Prediction
     from eagle3_tui.eagle.spec_config import SpecConfig
+    from eagle3_tui.engines.base import Launch
     from eagle3_tui.sglang.installed import Answer, Release
     from eagle3_tui.sglang.launch import EffectiveSpec, LaunchArgs
+    from eagle3_tui.sglang.requests import SetAccept
+    from eagle3_tui.telemetry.drift import AcceptSlice
 
 
 @dataclass
@@ -37,6 +40,9 @@ class Facts:
     # --- launch -------------------------------------------------------------------------------
     launch: LaunchArgs | None = None
     """The server's launch command, parsed."""
+    served_launch: Launch | None = None
+    """The launch command through the engine seam, whatever the engine (its `numerics`: --quantization, --dtype,
+    --kv-cache-dtype and the context window as that engine spells them); from `launch` when None."""
     launch_source: str = "launch command"
     """Where the command came from, for the evidence (e.g. "process 4242" or "profile")."""
     effective: EffectiveSpec | None = None
@@ -61,6 +67,10 @@ class Facts:
     target_config_path: str | None = None
     target_config: dict[str, Any] | None = None
     """The target's config.json (quantization_config, max_position_embeddings, rope_scaling, torch_dtype)."""
+    target_quant_files: dict[str, Any] | None = None
+    """The target's other quantization descriptions, path -> JSON (`eagle.quantization.QUANT_FILES`)."""
+    target_rotation_files: tuple[str, ...] = ()
+    """Rotation-matrix files beside the target's weights (`eagle.quantization.ROTATION_FILE_PATTERNS`)."""
 
     # --- checkpoint ---------------------------------------------------------------------------
     checkpoint_path: str | None = None
@@ -146,3 +156,12 @@ class Facts:
     log_warnings: tuple[str, ...] = field(default_factory=tuple)
     """Warning messages SGLang logged (e.g. the topk-1 draft-token adjustment)."""
     log_path: str | None = None
+
+    # --- draft quality and drift --------------------------------------------------------------
+    accept_by_set: tuple[SetAccept, ...] = ()
+    """The latest benchmark's per-request accept length by prompt set ("all" first when there are several)."""
+    published_accept_len: float | None = None
+    """The accept length the draft's authors published (its config.json or model card)."""
+    published_source: str | None = None
+    accept_history: tuple[AcceptSlice, ...] = ()
+    """Accept length and running requests in ten-minute slices over the current run, oldest first."""

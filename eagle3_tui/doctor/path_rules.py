@@ -20,6 +20,7 @@ from eagle3_tui.sglang.installed.specpath import (
     SPEC_V2_ENV,
     TOPK_FALLS_BACK,
     TOPK_REFUSED,
+    TOPK_UNCHECKED,
     V2_DEFAULT,
     V2_ONLY,
     V2_OPT_IN,
@@ -36,6 +37,7 @@ SERVER_ENV = "server-env"
 MULTIMODAL_CAPTURE = "multimodal-capture"
 
 DISABLE_GRAPH = "--disable-cuda-graph"
+NO_OVERLAP = "--disable-overlap-schedule"
 EXPERT_FLAGS = ("--enable-expert-distribution-metrics", "--expert-distribution-recorder-mode")
 DRAFT_EXTEND_GRAPH_ENV = "SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH"
 
@@ -76,24 +78,47 @@ def _env_shown(f: Facts, name: str) -> str:
 
 
 def spec_v2_topk(f: Facts) -> Finding | None:
-    """topk > 1 where the release's spec v2 takes only chains: refused at start-up, or run on spec v1."""
+    """topk > 1 where the release's spec v2 drafts only chains. Read from each release's server_args.py:
+    0.5.4 (`--enable-beta-spec`) and 0.5.5-0.5.6 (the environment switch) do not check it and the chain-only
+    `EAGLEWorkerV2` dies on the first decode with a tensor size error that names no flag (the case worth an
+    error); 0.5.7-0.5.10 refuse it at start-up with their own clear ValueError (said as info, with the way
+    out); 0.5.11-0.5.12 run the tree on spec v1."""
     r, spec = release_of(f), spec_of(f)
     if r is None or spec is None or spec.algorithm not in EAGLE_FAMILY or not spec.topk or spec.topk <= 1:
         return None
-    rule = r.path.spec_v2_topk
-    if rule is None or r.path.spec_v2_on(f.server_env) is not True:
+    rule, flag = r.path.spec_v2_topk, r.path.spec_v2_flag
+    on = (f.launch is not None and f.launch.has_flag(flag)) if flag else r.path.spec_v2_on(f.server_env)
+    if rule is None or on is not True:
         return None
-    ev = [Evidence(f.launch_source, f"--speculative-eagle-topk {spec.topk} (a tree)"),
-          Evidence("server environment", _env_shown(f, SPEC_V2_ENV)
-                   + (" (the release's default is on)" if r.path.spec_v2 == V2_DEFAULT else "")),
-          *path_evidence(r, "topk > 1")]
-    if rule == TOPK_REFUSED:
+    if rule == TOPK_UNCHECKED and f.launch is not None and f.launch.has_flag(NO_OVERLAP):
+        return None  # spec_info builds the v1 worker when the overlap scheduler is off
+    switch = (Evidence(f.launch_source, f"{flag}: spec v2 on") if flag else
+              Evidence("server environment", _env_shown(f, SPEC_V2_ENV)
+                       + (" (the release's default is on)" if r.path.spec_v2 == V2_DEFAULT else "")))
+    ev = [Evidence(f.launch_source, f"--speculative-eagle-topk {spec.topk} (a tree)"), switch,
+          *path_evidence(r, "topk > 1", "whatever the topk", "keeps the overlap scheduler on")]
+    name = flag or SPEC_V2_ENV
+    off = f"Drop {flag}" if flag else f"Unset {SPEC_V2_ENV}"
+    chain = "--speculative-eagle-topk 1 with --speculative-num-draft-tokens = steps + 1"
+    if rule == TOPK_UNCHECKED:
+        ev.append(Evidence("sglang issues #11690, #13352, #14077", "--enable-beta-spec or SGLANG_ENABLE_SPEC_V2=1 "
+                                                                   "with topk 4: \"Scheduler hit an exception\" ... "
+                                                                   "llama_eagle3.py forward, torch.cat: \"RuntimeError: "
+                                                                   "Sizes of tensors must match except in dimension 1\""))
         return Finding(
             SPEC_V2_TOPK, "error",
-            f"this server will not start on {release_label(r)}: spec v2 ({SPEC_V2_ENV}) refuses topk {spec.topk}",
+            f"spec v2 ({name}) in {release_label(r)} drafts topk {spec.topk} on its chain-only worker: the "
+            "scheduler dies on the first decode with a tensor size error",
             ev,
-            f"Unset {SPEC_V2_ENV} (spec v1 drafts trees), or serve a chain: --speculative-eagle-topk 1 with "
-            f"--speculative-num-draft-tokens = steps + 1.")
+            f"{off} (spec v1 drafts trees), add {NO_OVERLAP}, or serve a chain: {chain}. "
+            "From SGLang 0.5.7 the release refuses this at start-up; from 0.5.13 spec v2 drafts trees.")
+    if rule == TOPK_REFUSED:
+        return Finding(
+            SPEC_V2_TOPK, "info",
+            f"{release_label(r)} refuses topk {spec.topk} under spec v2 at start-up, saying so itself "
+            "(\"Spec v2 currently only supports topk = 1\")",
+            ev,
+            f"Unset {SPEC_V2_ENV} (spec v1 drafts trees), or serve a chain: {chain}.")
     if rule == TOPK_FALLS_BACK:
         return Finding(
             SPEC_V2_TOPK, "info",
@@ -150,13 +175,16 @@ def draft_extend_width(f: Facts) -> Finding | None:
 
 
 def no_draft_path(f: Facts) -> Finding | None:
-    """EAGLE3 without --speculative-draft-model-path: nothing (or the target's own MTP layer) is the draft."""
+    """EAGLE3 without --speculative-draft-model-path: SGLang builds the draft worker's model config from
+    `model_path or server_args.model_path` (configs/model_config.py), so the target itself is loaded as the
+    draft (for the MTP targets server_args names, its own MTP/NextN layer)."""
     launch = f.launch
     if launch is None or launch.algorithm is None or launch.algorithm.upper() != "EAGLE3":
         return None
     if launch.draft_model_path is not None or launch.model_path is None:
         return None  # without --model-path this is not a whole command (a profile's fragment)
     r = release_of(f)
+    target = launch.model_path
     ev = [Evidence(f.launch_source, "--speculative-algorithm EAGLE3 without --speculative-draft-model-path")]
     arch = f.target_arch
     if r is not None and arch is not None and arch in r.path.draft_path_from_target:
@@ -164,9 +192,13 @@ def no_draft_path(f: Facts) -> Finding | None:
                                                               "own checkpoint (its MTP/NextN layer, read from source)"))
         title = "EAGLE3 without a draft path: SGLang loads the target's own MTP layer as the EAGLE-3 draft"
     else:
-        ev.append(Evidence("SGLang rule", "the draft worker builds its model from speculative_draft_model_path; "
-                                          "None fails at start-up"))
-        title = "EAGLE3 without --speculative-draft-model-path: there is no draft to load"
+        if r is not None and r.path.draft_defaults_to_target:
+            ev += path_evidence(r, "the target is loaded as the draft")
+        else:
+            ev.append(Evidence("SGLang rule", "configs/model_config.py builds the draft worker's model from "
+                                              "`model_path or server_args.model_path` (0.5.4-0.5.7 read): the target's"))
+        title = (f"EAGLE3 without --speculative-draft-model-path: SGLang loads the target ({target}) as the draft, "
+                 "not an EAGLE-3 draft")
     return Finding(NO_DRAFT_PATH, "error", title, ev,
                    "Add --speculative-draft-model-path <the EAGLE-3 draft's directory> (or use "
                    "--speculative-algorithm EAGLE for the target's own MTP layer).")
@@ -249,7 +281,9 @@ def _spec_v2_switch(env: dict[str, str], r: Release | None) -> list[tuple[Severi
         return []
     declared = r.path.env_default(SPEC_V2_ENV)
     if declared is None:
-        what = "spec v2 is the only path" if r.path.spec_v2 == V2_ONLY else "it has no spec v2"
+        what = ("spec v2 is the only path" if r.path.spec_v2 == V2_ONLY else
+                f"its spec v2 switch is the launch flag {r.path.spec_v2_flag}" if r.path.spec_v2_flag else
+                "it has no spec v2")
         return [("info", Evidence("server environment", f"{SPEC_V2_ENV}={raw}: {release_label(r)} does not declare "
                                                         f"it ({what}); it has no effect"))]
     on = parse_bool(raw)

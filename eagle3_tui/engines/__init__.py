@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eagle3_tui.engines.base import Captures, Engine, EngineEvent, Failed, Launch, Ready, SpecStats, Started
+from eagle3_tui.engines.base import (
+    Captures,
+    Engine,
+    EngineEvent,
+    Failed,
+    Launch,
+    Numerics,
+    Ready,
+    SpecStats,
+    Started,
+)
 from eagle3_tui.engines.sglang import SGLangEngine
 from eagle3_tui.engines.vllm import VLLMEngine
 from eagle3_tui.errors import UserError
@@ -16,6 +26,7 @@ __all__ = [
     "EngineEvent",
     "Failed",
     "Launch",
+    "Numerics",
     "Ready",
     "SpecStats",
     "Started",

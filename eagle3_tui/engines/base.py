@@ -24,10 +24,23 @@ __all__ = [
     "Launch",
     "LogFeed",
     "MetricsFeed",
+    "Numerics",
     "Ready",
     "SpecStats",
     "Started",
 ]
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """What a launch command sets of the target's numerics and window, as the engine reads its own flags (the
+    doctor's target-numerics and draft-context rules speak through this, whatever the engine). None: not given."""
+
+    quantization: str | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    context_length: int | None = None
+    """The served context window in tokens (SGLang's --context-length, vLLM's --max-model-len; "auto" is None)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,8 @@ class Launch:
     node_rank: int = 0
     dist_init: str | None = None
     """The head's address the other nodes join (SGLang's --dist-init-addr)."""
+    numerics: Numerics = field(default_factory=Numerics)
+    """The target's quantization, dtype, KV-cache dtype and context window as the command sets them."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,14 @@ class Engine(abc.ABC):
     """What the console polls while attached: SGLang's `/server_info`, vLLM's `/version`."""
     running_metric: str
     """The `/metrics` gauge of the requests running now."""
+    context_flag: str
+    """The flag that sets the served context window (a fix's words: `--context-length`, `--max-model-len`)."""
+    eager_flag: str
+    """The flag that turns CUDA graphs off (`--disable-cuda-graph`, `--enforce-eager`): a bug isolated by comparing."""
+    prefix_cache_off_flag: str
+    """The flag that turns prefix caching off (`--disable-radix-cache`, `--no-enable-prefix-caching`)."""
+    package: str
+    """The package an operator installs to change release (`pip install PACKAGE==X`)."""
 
     @abc.abstractmethod
     def is_launch(self, argv: Sequence[str]) -> bool: ...
@@ -176,6 +199,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         """UserError with one sentence when argv is not this engine's launch or a flag is malformed."""
+
+    @abc.abstractmethod
+    def from_native(self, native: Any) -> Launch:
+        """The seam's view of this engine's own parsed launch (its LaunchArgs, --config flags included)."""
 
     def serves(self, cfg: SpecConfig) -> bool:
         """Whether this engine can serve `cfg` (in SGLang's terms): a chain-only engine serves steps/1/steps+1."""

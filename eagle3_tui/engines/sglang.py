@@ -15,6 +15,7 @@ from eagle3_tui.engines.base import (
     Launch,
     LogFeed,
     MetricsFeed,
+    Numerics,
     Ready,
     SpecStats,
     Started,
@@ -33,6 +34,13 @@ PROCESS_TITLES = (
 )
 
 
+def _numerics(args: sl.LaunchArgs) -> Numerics:
+    ctx = args.flag_value("--context-length")
+    return Numerics(quantization=args.flag_value("--quantization"), dtype=args.flag_value("--dtype"),
+                    kv_cache_dtype=args.flag_value("--kv-cache-dtype"),
+                    context_length=int(ctx) if ctx is not None and ctx.isdigit() else None)
+
+
 def _launch(args: sl.LaunchArgs) -> Launch:
     nodes, rank, head = args.nodes()
     return Launch(
@@ -48,6 +56,7 @@ def _launch(args: sl.LaunchArgs) -> Launch:
         nodes=nodes,
         node_rank=rank,
         dist_init=head,
+        numerics=_numerics(args),
     )
 
 
@@ -110,6 +119,10 @@ class SGLangEngine(Engine):
     name = NAME
     label = "SGLang"
     running_metric = promtext.NUM_RUNNING
+    context_flag = "--context-length"
+    eager_flag = "--disable-cuda-graph"
+    prefix_cache_off_flag = "--disable-radix-cache"
+    package = "sglang"
     id_convention = "sglang"
     ids_key = "eagle_config.eagle_aux_hidden_state_layer_ids"
     process_titles = PROCESS_TITLES
@@ -123,6 +136,9 @@ class SGLangEngine(Engine):
 
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         return _launch(sl.parse_launch(argv))
+
+    def from_native(self, native: Any) -> Launch:
+        return _launch(native)
 
     def flags_text(self, cfg: SpecConfig) -> str:
         return (f"--speculative-num-steps {cfg.steps} --speculative-eagle-topk {cfg.topk} "

@@ -15,6 +15,7 @@ from eagle3_tui.engines.base import (
     Launch,
     LogFeed,
     MetricsFeed,
+    Numerics,
     Ready,
     SpecStats,
     Started,
@@ -23,6 +24,11 @@ from eagle3_tui.vllm import capture, logline, metrics, procs
 from eagle3_tui.vllm import launch as vl
 
 NAME = "vllm"
+
+
+def _numerics(args: vl.LaunchArgs) -> Numerics:
+    return Numerics(quantization=args.flag_value("--quantization", "-q"), dtype=args.flag_value("--dtype"),
+                    kv_cache_dtype=args.flag_value("--kv-cache-dtype"), context_length=args.max_model_len)
 
 
 def _launch(args: vl.LaunchArgs) -> Launch:
@@ -36,6 +42,7 @@ def _launch(args: vl.LaunchArgs) -> Launch:
         port=args.port,
         host=args.host,
         native=args,
+        numerics=_numerics(args),
     )
 
 
@@ -94,6 +101,10 @@ class VLLMEngine(Engine):
     name = NAME
     label = "vLLM"
     running_metric = metrics.RUNNING
+    context_flag = "--max-model-len"
+    eager_flag = "--enforce-eager"
+    prefix_cache_off_flag = "--no-enable-prefix-caching"
+    package = "vllm"
     id_convention = "vllm"
     ids_key = capture.TOP_LEVEL
     process_titles = procs.process_titles()
@@ -107,6 +118,9 @@ class VLLMEngine(Engine):
 
     def parse_launch(self, argv: Sequence[str]) -> Launch:
         return _launch(vl.parse_launch(argv))
+
+    def from_native(self, native: Any) -> Launch:
+        return _launch(native)
 
     def flags_text(self, cfg: SpecConfig) -> str:
         return f"num_speculative_tokens {cfg.steps} in --speculative-config"

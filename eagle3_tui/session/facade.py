@@ -444,6 +444,7 @@ class Session:
             per_position=tuple(r for r in self.telemetry.last_positions() if r is not None),
             trained_template=self.training.template if self.training is not None else None,
             bench_format=self._bench_format(), baseline_batch=self._baseline_batch(),
+            accept_history=self.telemetry.drift.slices(),
         )
 
     def _baseline_batch(self) -> int | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from eagle3_tui.engines.base import SpecStats
 from eagle3_tui.sglang.logline import DecodeStats
 from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set
+from eagle3_tui.telemetry.drift import DriftSlices
 from eagle3_tui.telemetry.series import Ring
 
 __all__ = [
@@ -208,6 +209,8 @@ class Telemetry:
         self.requests: deque[float] = deque(maxlen=1000)
         """The accept length of each request the server logged as it finished (`--log-requests`), newest last."""
         self.requests_seen = 0
+        self.drift = DriftSlices()
+        """Accept length and running requests in ten-minute slices over the current run (the drift rule's)."""
 
     def ingest(self, event: DecodeStats, t: float | None = None) -> None:
         """File one decode line under time `t` (default: its timestamp, else the wall clock)."""
@@ -231,6 +234,7 @@ class Telemetry:
             s["queue_req"].append(t, float(event.queue_req))
         if event.token_usage is not None:
             s["token_usage"].append(t, event.token_usage)
+        self.drift.add(t, event.accept_len, float(event.running_req) if event.running_req is not None else None)
 
     def ingest_spec(self, event: SpecStats, t: float | None = None) -> None:
         """File one engine-seam stats event (vLLM's SpecDecoding or Engine line) under time `t`.
@@ -258,6 +262,8 @@ class Telemetry:
             s["running_req"].append(t, float(event.running))
         if event.waiting is not None:
             s["queue_req"].append(t, float(event.waiting))
+        self.drift.add(t, length if length is not None and length >= 1.0 else None,
+                       float(event.running) if event.running is not None else None)
         if rates:
             self.positions_reported = True
             while len(self.positions) < len(rates):
@@ -295,6 +301,7 @@ class Telemetry:
         the status bar and the doctor do not average the old server's numbers into the new one's (the
         points stay for the charts)."""
         self.run_since = float(t)
+        self.drift.clear()
 
     def reset(self) -> None:
         """Forget all points and markers (settings stay)."""
@@ -305,6 +312,7 @@ class Telemetry:
         self.markers.clear()
         self.decode_lines = 0
         self.run_since = None
+        self.drift.clear()
 
     def last_time(self) -> float | None:
         newest = [r.last()[0] for r in self.series.values() if len(r)]  # type: ignore[index]

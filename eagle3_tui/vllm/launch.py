@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -82,6 +83,50 @@ class LaunchArgs:
 
     def has_flag(self, flag: str) -> bool:
         return any(tok == flag or tok.startswith(flag + "=") for tok in (*self.config_argv, *self.argv[len(self.program) :]))
+
+    def flag_value(self, *spellings: str) -> str | None:
+        """The value of the last occurrence of any spelling (argparse's rule; `--max_model_len` reads as
+        `--max-model-len`); the command line beats --config. None: absent, or given without a value."""
+        toks = (*self.config_argv, *self.argv[len(self.program) :])
+        value: str | None = None
+        for i, tok in enumerate(toks):
+            name, eq, inline = tok.partition("=")
+            if _dashed(name) not in spellings:
+                continue
+            if eq:
+                value = inline
+            else:
+                nxt = toks[i + 1] if i + 1 < len(toks) else None
+                value = nxt if nxt is not None and not _looks_like_flag(nxt) else None
+        return value
+
+    @property
+    def max_model_len(self) -> int | None:
+        """`--max-model-len` as vLLM reads it (`human_readable_int_or_auto`: 32768, 32k = 32000, 32K = 32768);
+        None when absent, "auto"/-1 (the target's own window) or unreadable."""
+        return human_int(self.flag_value("--max-model-len"))
+
+
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def human_int(raw: str | None) -> int | None:
+    """vLLM's human-readable integer (k/m/g/t decimal, K/M/G/T binary, whole numbers only with the binary
+    ones); None for auto/-1, garbage or a value below 1."""
+    if raw is None:
+        return None
+    v = raw.strip()
+    if v.isdigit():
+        return int(v) or None
+    m = _HUMAN.fullmatch(v)
+    if m is None:
+        return None
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1)) or None
+    if "." in number:
+        return None  # vLLM refuses decimals with a binary suffix
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1) or None
 
 
 def _looks_like_flag(tok: str) -> bool:

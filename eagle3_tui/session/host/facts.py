@@ -15,6 +15,7 @@ from eagle3_tui.doctor import Facts
 from eagle3_tui.eagle.accuracy import predicted_accept_len
 from eagle3_tui.eagle.draft_config import DraftConfig
 from eagle3_tui.eagle.spec_config import SpecConfig
+from eagle3_tui.engines import get_engine
 from eagle3_tui.errors import UserError
 from eagle3_tui.session.events import ServerView
 from eagle3_tui.session.host.probe import TargetInfo, installed_for_version
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from eagle3_tui.eagle.chat_template import TrainedTemplate
     from eagle3_tui.sglang.client import BenchResult
     from eagle3_tui.sglang.installed import Answer, Release
+    from eagle3_tui.telemetry.drift import AcceptSlice
     from eagle3_tui.telemetry.metrics import MetricsSummary
 
 LIVE_WINDOW_S = 120.0
@@ -63,6 +65,8 @@ class FactsSnapshot:
     """The newest baseline benchmark's concurrency (the ledger's)."""
     bench_format: tuple[str, str] | None = None
     """The latest benchmark's prompt format ("chat" or "raw") and where that was seen; None: none known."""
+    accept_history: tuple[AcceptSlice, ...] = ()
+    """Accept length and running requests in ten-minute slices over the current run (telemetry's drift)."""
 
 
 def build_facts(snap: FactsSnapshot) -> Facts:
@@ -80,12 +84,8 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     else:
         f.installed = installed_answer(snap, f.draft_config)
         f.release = installed_release(snap, f.installed)
-    if snap.launch_argv is not None and f.engine == "sglang":
-        auto = f.installed.auto_spec if f.installed is not None else None
-        with contextlib.suppress(UserError):
-            f.launch = launch.parse_launch(snap.launch_argv)
-            f.effective = launch.effective(f.launch, target_arch=t.arch, auto=auto)
-        f.launch_source = f"process {s.pid}" if s.pid else "launch command (profile)"
+    if snap.launch_argv is not None:
+        _launch_facts(f, snap)
     f.server_args = snap.server_info
     f.target_num_layers = t.num_layers
     f.target_hidden_size = t.hidden_size
@@ -93,6 +93,8 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.target_rope_theta = t.target_rope_theta
     f.target_config_path = t.target_config_path
     f.target_config = t.target_config
+    f.target_quant_files = t.target_quant_files
+    f.target_rotation_files = t.target_rotation_files
     f.checkpoint_path = t.checkpoint_path
     f.checkpoint_tensors = t.checkpoint_tensors
     f.embed_capture_supported = t.embed_capture
@@ -117,10 +119,30 @@ def build_facts(snap: FactsSnapshot) -> Facts:
     f.served_template_read = t.tokenizer_read
     if snap.bench_format is not None:
         f.bench_prompt_format, f.bench_source = snap.bench_format
+    f.accept_history = tuple(snap.accept_history)
+    bench = snap.last_bench
+    if bench is not None and not bench.baseline:
+        f.accept_by_set = tuple(bench.sets)
+        f.published_accept_len, f.published_source = bench.published_accept_len, bench.published_source
     f.server_info_accept_len = s.accept_len_server
     f.log_warnings = tuple(snap.log_warnings)
     f.log_path = s.log_path
     return f
+
+
+def _launch_facts(f: Facts, snap: FactsSnapshot) -> None:
+    """The launch command through its engine's own parser (the seam's `Launch`: numerics and context window in
+    that engine's flags); SGLang's parsed form also as `launch`, which the SGLang-only rules read."""
+    assert snap.launch_argv is not None
+    s = snap.server
+    with contextlib.suppress(UserError):
+        f.served_launch = get_engine(f.engine).parse_launch(snap.launch_argv)
+    if isinstance(getattr(f.served_launch, "native", None), launch.LaunchArgs):
+        f.launch = f.served_launch.native  # type: ignore[union-attr]
+        auto = f.installed.auto_spec if f.installed is not None else None
+        with contextlib.suppress(UserError):
+            f.effective = launch.effective(f.launch, target_arch=snap.target.arch, auto=auto)
+    f.launch_source = f"process {s.pid}" if s.pid else "launch command (profile)"
 
 
 def _engine_facts(f: Facts, snap: FactsSnapshot) -> None:

@@ -52,6 +52,10 @@ class TargetInfo:
     target_config_path: str | None = None
     target_config: dict[str, Any] | None = None
     """The target's config.json as read (quantization, context window, dtype: the doctor's numerics rules)."""
+    target_quant_files: dict[str, Any] | None = None
+    """The other quantization descriptions found beside it (`eagle.quantization.QUANT_FILES`), path -> JSON."""
+    target_rotation_files: tuple[str, ...] = ()
+    """Rotation-matrix files beside the target's weights."""
     checkpoint_path: str | None = None
     checkpoint_tensors: dict[str, TensorInfo] | None = None
     installed: Answer | None = None
@@ -418,6 +422,26 @@ async def _read_target_config(host: Host, model_dir: str, t: TargetInfo) -> None
     t.target_rope_theta = float(rt) if isinstance(rt, (int, float)) else None
     t.target_config_path = path
     t.target_config = cfg
+    await _read_quant_files(host, model_dir, t)
+
+
+async def _read_quant_files(host: Host, model_dir: str, t: TargetInfo) -> None:
+    """The quantization descriptions other vendors write beside config.json, and rotation-matrix files."""
+    from eagle3_tui.eagle.quantization import QUANT_FILES, ROTATION_FILE_PATTERNS
+
+    found: dict[str, Any] = {}
+    for name in QUANT_FILES:
+        path = posixpath.join(model_dir, name)
+        if await _exists(host, path):
+            data = await _read_json(host, path)
+            if data is not None:
+                found[path] = data
+    t.target_quant_files = found
+    rotation: list[str] = []
+    for pattern in ROTATION_FILE_PATTERNS:
+        with contextlib.suppress(UserError):
+            rotation += [p for p in await host.glob(posixpath.join(model_dir, pattern)) if p not in rotation]
+    t.target_rotation_files = tuple(rotation)
 
 
 async def _exists(host: Host, path: str) -> bool:

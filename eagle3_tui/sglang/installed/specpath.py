@@ -6,10 +6,15 @@ What each part is read from (and what it decides):
   server runs with can be judged against the release that reads them (`SGLANG_ENABLE_SPEC_V2` is
   declared `EnvBool(False)` in 0.5.5-0.5.10 and `EnvBool(True)` from 0.5.11; from 0.5.13 spec v2 is
   the only path and the switch only picks the overlap-scheduled or the synchronous worker).
-* `server_args.py` / `arg_groups/speculative_hook.py`: what spec v2 does with topk > 1. 0.5.7-0.5.10
-  `raise ValueError("Spec v2 currently only supports topk = 1 ...")` when the switch is on; 0.5.11-0.5.12
-  fall back to spec v1 (`spec_v1_reason = "spec v2 currently only supports topk = 1"`, overlap
-  scheduler off); from 0.5.13 spec v2 drafts trees.
+* `server_args.py` / `arg_groups/speculative_hook.py`: what spec v2 does with topk > 1. 0.5.4 (where the switch
+  is the launch flag `--enable-beta-spec`, `if not self.enable_beta_spec: self.disable_overlap_schedule = True`)
+  and 0.5.5-0.5.6 do not
+  check it: the switch keeps the overlap scheduler on for EAGLE3 (`if not envs.SGLANG_ENABLE_SPEC_V2.get():
+  self.disable_overlap_schedule = True` is the only branch) and `spec_info._create_eagle_worker` builds
+  `EAGLEWorkerV2`, which drafts a tree into chain-shaped buffers: the first decode dies on a tensor size
+  mismatch (sglang issues #13352, #14077). 0.5.7-0.5.10 `raise ValueError("Spec v2 currently only supports
+  topk = 1 ...")` when the switch is on; 0.5.11-0.5.12 fall back to spec v1 (`spec_v1_reason = "spec v2
+  currently only supports topk = 1"`, overlap scheduler off); from 0.5.13 spec v2 drafts trees.
 * `speculative/eagle_draft_extend_cuda_graph_runner.py`: the draft-extend CUDA graph's input buffer.
   Up to 0.4.9 it is `hidden_size * 3` of the *draft*, so a draft whose `target_hidden_size` differs
   from its `hidden_size` fails while the graphs are captured (sglang issue #7011, fixed by PR #8163 in
@@ -56,6 +61,7 @@ SIMULATE = "SGLANG_SIMULATE_ACC_LEN"
 OLD_SIMULATE = "SIMULATE_ACC_LEN"
 
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+BETA_SPEC_FLAG = "--enable-beta-spec"  # 0.5.4's switch: a launch flag
 # spec v2 as the release has it
 V2_OPT_IN = "opt-in"  # the switch exists, off by default
 V2_DEFAULT = "default"  # the switch exists, on by default
@@ -63,6 +69,7 @@ V2_ONLY = "only"  # no switch: spec v2 is the only path
 # what spec v2 does with topk > 1
 TOPK_REFUSED = "refused"  # ValueError at start-up
 TOPK_FALLS_BACK = "falls-back"  # spec v1, overlap scheduler off
+TOPK_UNCHECKED = "unchecked"  # not checked: the spec v2 worker runs the tree and dies on a tensor size error
 # the draft-extend CUDA graph's input width
 WIDTH_TARGET = "target"
 WIDTH_DRAFT = "draft"
@@ -86,10 +93,16 @@ class SpecPath:
     draft_window_stretched: bool | None = None
     """Whether an allowed longer context also stretches the draft's max_position_embeddings (its RoPE cache;
     0.5.3+, sglang PR #10787); before, positions past it read outside the cache (illegal memory access)."""
+    draft_defaults_to_target: bool | None = None
+    """Whether the draft worker's model config falls back to the target's path when no draft path is given
+    (`configs/model_config.py` `from_server_args`: `model_path=model_path or server_args.model_path`, 0.5.4 to
+    0.5.7 at least); None: model_config.py not read."""
     simulate_env: str | None = None
     """The variable that makes the verifier accept a simulated length (`SIMULATE_ACC_LEN` up to 0.5.2,
     `SGLANG_SIMULATE_ACC_LEN` after); None when neither was seen."""
     notes: tuple[Note, ...] = field(default=(), compare=False)
+    spec_v2_flag: str | None = None
+    """The launch flag that turns spec v2 on where no environment switch does (0.5.4: `--enable-beta-spec`)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"spec_v2": self.spec_v2, "spec_v2_topk_gt_1": self.spec_v2_topk,
@@ -97,14 +110,16 @@ class SpecPath:
                 "expert_recorder_capture_safe": self.expert_recorder_capture_safe,
                 "draft_classes": list(self.draft_classes), "draft_path_from_target": sorted(self.draft_path_from_target),
                 "context_beyond_window": self.context_check, "draft_window_stretched": self.draft_window_stretched,
-                "simulate_env": self.simulate_env, "declared_switches": len(self.env)}
+                "draft_defaults_to_target": self.draft_defaults_to_target, "simulate_env": self.simulate_env,
+                "spec_v2_flag": self.spec_v2_flag, "declared_switches": len(self.env)}
 
     def summary(self) -> str:
         """One line for a person."""
         v2 = {V2_OPT_IN: "opt-in (" + SPEC_V2_ENV + ")", V2_DEFAULT: "on by default", V2_ONLY: "the only path"}
         parts = [f"spec v2 {v2.get(self.spec_v2 or '', 'absent')}"]
         if self.spec_v2_topk:
-            parts.append(f"topk > 1 {'refused' if self.spec_v2_topk == TOPK_REFUSED else 'falls back to spec v1'}")
+            parts.append("topk > 1 " + {TOPK_REFUSED: "refused", TOPK_FALLS_BACK: "falls back to spec v1",
+                                        TOPK_UNCHECKED: "unchecked (crashes on the first decode)"}[self.spec_v2_topk])
         if self.extend_graph_width:
             parts.append(f"draft-extend graph sized from the {self.extend_graph_width}")
         if self.context_check:
@@ -162,13 +177,20 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
     elif v2 == V2_ONLY:
         notes.append(Note(Modules.path_of(SPEC_HOOK), "spec v2 is the only speculative path (the switch, where "
                                                       "declared, picks the overlap or the synchronous worker)"))
-    topk = _topk_rule(text)
+    flag = BETA_SPEC_FLAG if _BETA_KEEPS_OVERLAP.search(text) else None
+    if flag is not None:
+        notes.append(Note(Modules.path_of(SERVER_ARGS), f"{flag} keeps the overlap scheduler on: the spec v2 worker "
+                                                        "(EAGLEWorkerV2) drafts"))
+    topk = _topk_rule(text, v2 or (V2_OPT_IN if flag else None))
     where = Modules.path_of(SPEC_HOOK) if hook_text and "spec v2" in hook_text.lower() else Modules.path_of(SERVER_ARGS)
     if topk == TOPK_REFUSED:
         notes.append(Note(where, "spec v2 with --speculative-eagle-topk > 1 raises ValueError at start-up"))
     elif topk == TOPK_FALLS_BACK:
         notes.append(Note(where, "spec v2 with --speculative-eagle-topk > 1 falls back to spec v1 "
                                  "(overlap scheduler off)"))
+    elif topk == TOPK_UNCHECKED:
+        notes.append(Note(where, "spec v2 keeps the overlap scheduler on for EAGLE3 whatever the topk: no topk "
+                                 "check, the chain-only EAGLEWorkerV2 drafts the tree"))
     width = _extend_width(mods.text(EXTEND_GRAPH))
     if width is not None:
         notes.append(Note(Modules.path_of(EXTEND_GRAPH), "the draft-extend CUDA graph's input is sized from "
@@ -195,7 +217,16 @@ def read_spec_path(mods: Modules) -> SpecPath | None:
         notes.append(Note(Modules.path_of(MODEL_CONFIG), "an allowed longer context "
                           + ("stretches the draft's max_position_embeddings (its RoPE cache) to it" if stretched
                              else "leaves the draft's max_position_embeddings (its RoPE cache) as it is")))
-    return SpecPath(env, v2, topk, width, safe, from_target, classes, context, stretched, simulate, tuple(notes))
+    defaults = None if model_config is None else bool(_DRAFT_DEFAULTS.search(model_config))
+    if defaults:
+        notes.append(Note(Modules.path_of(MODEL_CONFIG), "without a draft path the draft worker's model config is "
+                                                         "built from the target's path (model_path or "
+                                                         "server_args.model_path): the target is loaded as the draft"))
+    return SpecPath(env, v2, topk, width, safe, from_target, classes, context, stretched, defaults, simulate,
+                    tuple(notes), flag)
+
+
+_DRAFT_DEFAULTS = re.compile(r"model_path\s*=\s*model_path or server_args\.model_path")
 
 
 def _context_check(text: str | None) -> str | None:
@@ -217,14 +248,19 @@ def _spec_v2(env: tuple[tuple[str, str, str], ...], text: str) -> str | None:
 
 
 _REFUSE = re.compile(r"raise ValueError\(\s*\"Spec v2 currently only supports topk = 1")
+# 0.5.5-0.5.6: the switch's only effect in server_args is to not turn the overlap scheduler off
+_BETA_KEEPS_OVERLAP = re.compile(r"if not self\.enable_beta_spec:\s*\n\s*self\.disable_overlap_schedule = True")
+_V2_KEEPS_OVERLAP = re.compile(r"if not envs\.SGLANG_ENABLE_SPEC_V2\.get\(\):\s*\n\s*self\.disable_overlap_schedule = True")
 _FALLBACK = re.compile(r"spec_v1_reason\s*=\s*\"spec v2 currently only supports topk = 1\"")
 
 
-def _topk_rule(text: str) -> str | None:
+def _topk_rule(text: str, v2: str | None) -> str | None:
     if _REFUSE.search(text):
         return TOPK_REFUSED
     if _FALLBACK.search(text):
         return TOPK_FALLS_BACK
+    if v2 in (V2_OPT_IN, V2_DEFAULT) and (_V2_KEEPS_OVERLAP.search(text) or _BETA_KEEPS_OVERLAP.search(text)):
+        return TOPK_UNCHECKED
     return None
 
 

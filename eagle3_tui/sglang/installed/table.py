@@ -30,6 +30,7 @@ from eagle3_tui.sglang.installed.runner import GRAPH, IDS, RESET, GraphOrder
 from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sglang.installed.spec import SpecRules
 from eagle3_tui.sglang.installed.specpath import (
+    BETA_SPEC_FLAG,
     CONTEXT_OVERRIDDEN,
     CONTEXT_REFUSED,
     OLD_SIMULATE,
@@ -37,6 +38,7 @@ from eagle3_tui.sglang.installed.specpath import (
     SPEC_V2_ENV,
     TOPK_FALLS_BACK,
     TOPK_REFUSED,
+    TOPK_UNCHECKED,
     V2_DEFAULT,
     V2_ONLY,
     V2_OPT_IN,
@@ -194,7 +196,8 @@ _PATH: tuple[tuple[str, _PathRow], ...] = (
     ("0.4.7", (None, None, WIDTH_DRAFT, False, _LLAMA3, OLD_SIMULATE)),
     ("0.4.10", (None, None, WIDTH_TARGET, False, _LLAMA3, OLD_SIMULATE)),
     ("0.5.3", (None, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
-    ("0.5.5", (V2_OPT_IN, None, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.4", (None, TOPK_UNCHECKED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
+    ("0.5.5", (V2_OPT_IN, TOPK_UNCHECKED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.7", (V2_OPT_IN, TOPK_REFUSED, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.11", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _LLAMA3, SIMULATE)),
     ("0.5.12", (V2_DEFAULT, TOPK_FALLS_BACK, WIDTH_TARGET, False, _MLA3, SIMULATE)),
@@ -204,6 +207,8 @@ _PATH: tuple[tuple[str, _PathRow], ...] = (
 _SWITCH = (("0.4.3", False), ("0.5.5", True), ("0.5.14", False))
 _CONTEXT = (("0.4.3", CONTEXT_REFUSED), ("0.4.4", CONTEXT_OVERRIDDEN), ("0.5.1", CONTEXT_REFUSED))
 _STRETCH = (("0.4.3", False), ("0.5.3", True))
+# 0.5.4 turns spec v2 on with a launch flag (ServerArgs.enable_beta_spec), not the environment
+_BETA_FLAG: tuple[tuple[str, str | None], ...] = (("0.4.3", None), ("0.5.4", BETA_SPEC_FLAG), ("0.5.5", None))
 
 
 def spec_path(version: str | None) -> SpecPath:
@@ -218,8 +223,8 @@ def spec_path(version: str | None) -> SpecPath:
     note = Note("version table", f"speculative path since {first}: spec v2 {v2 or 'absent'}"
                 + (f", topk > 1 {topk}" if topk else "") + (f", draft-extend graph sized from the {width}" if width
                                                             else ""), assumed_from(nearest(version)))
-    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], simulate,
-                    (note,))
+    return SpecPath(env, v2, topk, width, safe, frozenset(), classes, context, _row(_STRETCH, version)[1], None, simulate,
+                    (note,), spec_v2_flag=_row(_BETA_FLAG, version)[1])
 
 
 _QWEN3VL = (("0.4.3", None), ("0.5.3", NO_SETTER), ("0.5.11", CAPTURED))
