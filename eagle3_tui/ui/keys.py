@@ -22,6 +22,8 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
     ("Accuracy check and benchmarks", ("check", "check-data", "cancel", "bench", "bench-baseline", "sweep")),
+    ("Fleet", ("fleet-drill", "fleet-sort", "fleet-sort-reverse", "fleet-filter", "fleet-filter-close",
+               "fleet-refresh", "fleet-back")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )

@@ -1,0 +1,91 @@
+"""The fleet table as cells and text (pure): the screen and `eagle3-tui fleet` show the same columns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from eagle3_tui.fleet.rows import FleetRow
+
+# (column key, title, sort key of rows.SORT_KEYS)
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("name", "server", "name"),
+    ("engine", "engine", "engine"),
+    ("draft", "draft", "draft"),
+    ("flags", "steps/topk/tok", "steps"),
+    ("accept", "accept now", "accept"),
+    ("window", "accept window", "window"),
+    ("pos", "per position", "window"),
+    ("tok_s", "tok/s", "tok_s"),
+    ("running", "running", "running"),
+    ("restart", "restarted", "restart"),
+    ("finding", "worst finding", "finding"),
+    ("status", "status", "status"),
+)
+NONE = "-"
+
+
+def _num(v: float | None, fmt: str = "{:.2f}") -> str:
+    return NONE if v is None else fmt.format(v)
+
+
+def ago(t: float | None, now: float) -> str:
+    """A time as its age: `42s ago`, `3m ago`, `5h ago`, `2d ago`."""
+    if t is None:
+        return NONE
+    s = max(0.0, now - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{int(s // size)}{unit} ago"
+    return f"{int(s)}s ago"
+
+
+def status_text(row: FleetRow) -> str:
+    if row.status != "ok":
+        return f"{row.status}: {row.reason}" if row.reason else row.status
+    return "OUTLIER" if row.outlier else "ok"
+
+
+def cells(row: FleetRow, now: float) -> tuple[str, ...]:
+    """The row's cells, in COLUMNS order."""
+    flags = NONE if row.steps is None and row.draft_tokens is None else (
+        f"{_num(row.steps, '{}')}/{_num(row.topk, '{}')}/{_num(row.draft_tokens, '{}')}")
+    engine = f"{row.engine} {row.release}" if row.release else row.engine
+    return (
+        row.name, engine, row.draft or row.model or NONE, flags,
+        _num(row.accept_now), _num(row.accept_window),
+        " ".join(f"{p:.2f}" for p in row.per_position) or NONE,
+        _num(row.tok_s, "{:.1f}"), _num(row.running, "{:g}"), ago(row.last_restart, now),
+        row.finding or NONE, status_text(row),
+    )
+
+
+def detail(row: FleetRow) -> str:
+    """One line under the table for the selected row: where it is, why it is marked."""
+    parts = [f"{row.name} ({row.engine}) at {row.where}"]
+    if row.status != "ok" and row.reason:
+        parts.append(f"{row.status}: {row.reason}")
+    if row.outlier:
+        parts.append(f"outlier: {row.outlier}")
+    if row.finding:
+        parts.append(f"doctor: {row.finding}")
+    return " · ".join(parts)
+
+
+def to_text(rows: Sequence[FleetRow], now: float) -> str:
+    """A plain fixed-width table (the headless command's)."""
+    table = [tuple(t for _, t, _ in COLUMNS), *(cells(r, now) for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(rows: Sequence[FleetRow]) -> str:
+    out = []
+    for r in rows:
+        d = asdict(r)
+        d.pop("extra", None)
+        d["per_position"] = list(r.per_position)
+        out.append(d)
+    return json.dumps(out, indent=2) + "\n"
