@@ -152,7 +152,7 @@ class DirectFleet:
         except UserError as err:
             s.row = failed(s.row, "down", str(err))
         except Exception as err:  # httpx's transport errors, OSError: this server only
-            s.row = failed(s.row, "down", one_line(err))
+            s.row = failed(s.row, "down", f"not reachable ({one_line(err)})")
 
     async def _read(self, s: _Server) -> None:
         base = await self._tunnels.base_url(s.entry)

@@ -17,10 +17,11 @@ from typing import Any
 
 from eagle3_tui.fleet.readings import Reading
 
-OUTLIER_SHARE = 0.8
-"""A row whose accept length over the window is below this share of its siblings' median is an outlier."""
-OUTLIER_MIN_GAP = 0.15
-"""... and at least this many tokens below it (two healthy replicas differ by noise)."""
+OUTLIER_SHARE = 0.75
+"""A row is an outlier when the tokens it accepts beyond the first (accept length - 1, over the window) are
+below this share of its siblings' median: 1.25 among siblings at 1.42 accepts 0.25 tokens against 0.42."""
+OUTLIER_MIN_GAP = 0.1
+"""... and it is at least this many tokens below them (two healthy replicas differ by noise)."""
 
 Point = tuple[float, Reading]
 
@@ -170,7 +171,7 @@ def mark_outliers(rows: Iterable[FleetRow], share: float = OUTLIER_SHARE,
         peers = [p.accept_window for p in groups.get(r.siblings_key, []) if p.name != r.name]
         if r.status == "ok" and r.accept_window is not None and peers:
             med = statistics.median(x for x in peers if x is not None)
-            if r.accept_window < share * med and med - r.accept_window >= min_gap:
+            if r.accept_window - 1.0 < share * (med - 1.0) and med - r.accept_window >= min_gap:
                 mark = f"accept {r.accept_window:.2f} vs {med:.2f}, the median of {len(peers)} sibling(s)"
         out.append(replace(r, outlier=mark) if mark != r.outlier else r)
     return out

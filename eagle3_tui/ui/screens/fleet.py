@@ -70,7 +70,7 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.table.add_columns(*(title for _, title, _ in COLUMNS))
+        self.table.add_columns(*(f"{title}  " for _, title, _ in COLUMNS))  # room for the sort arrow
         self._show()
         self.action_refresh()
         self.set_interval(self.interval_s, self.action_refresh)
@@ -101,7 +101,7 @@ class FleetScreen(Screen[None]):
         now = self.clock()
         table.clear()
         for i, (_, title, sort) in enumerate(COLUMNS):
-            arrow = (" ▼" if self.descending else " ▲") if sort == self.sort_key and title != "per position" else ""
+            arrow = (" ▼" if self.descending else " ▲") if sort == self.sort_key and title != "per position" else "  "
             table.ordered_columns[i].label = Text(title + arrow)
         for r in self.shown:
             row = list(cells(r, now))
@@ -116,7 +116,7 @@ class FleetScreen(Screen[None]):
         rows = self.fleet.rows
         down = sum(r.status in ("down", "garbage") for r in rows)
         outliers = sum(bool(r.outlier) for r in rows)
-        parts = [f"fleet: {len(rows)} servers", f"{down} not answering", f"{outliers} outlier(s)",
+        parts = [f"fleet: {len(rows)} servers (enter opens one)", f"{down} not answering", f"{outliers} outlier(s)",
                  f"sorted by {self.sort_key}{' (reversed)' if self.descending else ''}"]
         if self.query_text:
             parts.append(f"filter {self.query_text!r}: {len(self.shown)} shown")
