@@ -28,6 +28,24 @@ class Answer:
     delay_s: float = 0.0
 
 
+class Inflight:
+    """Requests in flight across servers that share it, and the most at once (concurrency, not timing)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.now -= 1
+
+
 @dataclass
 class FakeServer:
     """`routes[path]` is what GET path answers (404 when absent); `queries` records each GET's query."""
@@ -35,6 +53,7 @@ class FakeServer:
     routes: dict[str, Answer] = field(default_factory=dict)
     queries: list[tuple[str, dict[str, list[str]]]] = field(default_factory=list)
     port: int = 0
+    inflight: Inflight | None = None
 
     @property
     def base_url(self) -> str:
@@ -61,7 +80,8 @@ def fake_server() -> Iterator[FakeServer]:
             if ans is None:
                 ans = Answer(404, b'{"detail":"Not Found"}', "application/json")
             if ans.delay_s:
-                time.sleep(ans.delay_s)
+                with fake.inflight or Inflight():
+                    time.sleep(ans.delay_s)
             try:
                 self.send_response(ans.status)
                 self.send_header("Content-Type", ans.content_type)
@@ -76,6 +96,7 @@ def fake_server() -> Iterator[FakeServer]:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
+    httpd.block_on_close = False  # a test's hanging answer must not hold up its end
     fake.port = int(httpd.server_address[1])
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -130,9 +130,6 @@ class DirectFleet:
     def entry_for(self, name: str) -> FleetEntry | None:
         return next((s.entry for s in self._servers if s.entry.name == name), None)
 
-    def info_for(self, name: str) -> dict[str, Any] | None:
-        return next((s.info for s in self._servers if s.entry.name == name), None)
-
     async def refresh(self) -> list[FleetRow]:
         """Read every server at once; each failure stays on its row."""
         await asyncio.gather(*(self._poll(s) for s in self._servers))
@@ -218,16 +215,13 @@ class PrometheusFleet:
     def entry_for(self, name: str) -> FleetEntry | None:
         return self._entries.get(name)
 
-    def info_for(self, name: str) -> dict[str, Any] | None:
-        return None
-
     def _row(self, got: InstanceRead) -> FleetRow:
         e = entry_for_instance(got.instance, got.engine, self._labels)
         self._entries[e.name] = e
         old = next((r for r in self.rows if r.name == e.name), None)
         row = old or FleetRow(e.name, got.engine, got.instance, draft=e.draft, model=e.model)
         if got.points:
-            row = with_reading(row, list(got.points), self._reader.window_s)
+            row = with_reading(row, list(got.points), self._reader.window_s, self._reader.rate_s)
             row = vllm_flags(row) if got.engine == "vllm" else row
         if got.up is False:
             return failed(row, "down", "Prometheus could not scrape it (up == 0)")

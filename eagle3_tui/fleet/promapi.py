@@ -138,6 +138,10 @@ class PrometheusReader:
         self._http = http
         self.window_s = window_s
         self.timeout_s = timeout_s
+        self.step_s = max(1.0, window_s / 30)
+        self.rate_s = min(window_s, max(30.0, 2 * self.step_s))
+        """"Now" spans this much: a range query repeats each scrape at every step, so two steps apart may
+        hold one scrape (no change) or two; 30 s holds two at Prometheus's default 15 s scrape interval."""
 
     async def _get(self, path: str, params: dict[str, str]) -> Any:
         try:
@@ -150,12 +154,15 @@ class PrometheusReader:
         except ValueError:
             raise PrometheusError(f"Prometheus at {self.base_url}{path} answered HTTP {resp.status_code} "
                                   "with something that is not JSON") from None
-        if resp.status_code >= 400 and not (isinstance(body, Mapping) and body.get("status") == "error"):
+        if isinstance(body, Mapping) and body.get("status") == "error":
+            raise PrometheusError(f"Prometheus at {self.base_url} refused the query: "
+                                  f"{body.get('errorType', 'error')}: {body.get('error', 'no reason given')}")
+        if resp.status_code >= 400:
             raise PrometheusError(f"Prometheus at {self.base_url}{path} answered HTTP {resp.status_code}")
         return body
 
     async def read(self, now: float) -> list[InstanceRead]:
-        step = max(1.0, self.window_s / 30)
+        step = self.step_s
         instant = await self._get("/api/v1/query", {"query": SELECTOR, "time": f"{now:.3f}"})
         matrix = await self._get("/api/v1/query_range", {
             "query": SELECTOR, "start": f"{now - self.window_s:.3f}", "end": f"{now:.3f}", "step": f"{step:g}"})

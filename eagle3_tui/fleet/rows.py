@@ -110,19 +110,32 @@ def _tok_s(a: Point, b: Point) -> float | None:
     return max(0.0, (rb.generation_tokens - ra.generation_tokens) / (tb - ta))
 
 
-def derive(points: Sequence[Point], window_s: float) -> Derived:
-    """The row's live numbers from reads in time order (the newest last)."""
+def _rate_base(live: Sequence[Point], rate_s: float) -> Point | None:
+    """The read "now" is measured from: the previous one, or (rate_s > 0) the newest at least rate_s old."""
+    if len(live) < 2:
+        return None
+    if rate_s <= 0:
+        return live[-2]
+    now = live[-1][0]
+    older = [p for p in live[:-1] if p[0] <= now - rate_s]
+    return older[-1] if older else live[0]
+
+
+def derive(points: Sequence[Point], window_s: float, rate_s: float = 0.0) -> Derived:
+    """The row's live numbers from reads in time order (the newest last). "Now" is the last interval
+    (`rate_s` > 0: the last rate_s seconds, for reads resampled by a Prometheus range query)."""
     if not points:
         return Derived()
     now, last = points[-1]
     live, restart_seen = since_restart([p for p in points if p[0] >= now - window_s])
     first = live[0]
+    base = _rate_base(live, rate_s)
     restart = last.start_time if last.start_time is not None else restart_seen
-    tok_s = _tok_s(live[-2], live[-1]) if len(live) >= 2 else None
+    tok_s = _tok_s(base, live[-1]) if base is not None else None
     if tok_s is None:
         tok_s = last.gen_throughput
     if last.engine == "vllm" or last.drafts is not None:
-        now_acc, _ = _counter_accept(live[-2][1], last) if len(live) >= 2 else (None, ())
+        now_acc, _ = _counter_accept(base[1], last) if base is not None else (None, ())
         win_acc, per_pos = _counter_accept(first[1], last) if len(live) >= 2 else (None, ())
         if len(live) < 2 and last.drafts:  # one read: the server's whole life so far
             win_acc, per_pos = _counter_accept(replace(last, drafts=0.0, accepted=0.0,
@@ -138,9 +151,9 @@ def derive(points: Sequence[Point], window_s: float) -> Derived:
     )
 
 
-def with_reading(row: FleetRow, points: Sequence[Point], window_s: float) -> FleetRow:
+def with_reading(row: FleetRow, points: Sequence[Point], window_s: float, rate_s: float = 0.0) -> FleetRow:
     """The row after a successful read: live numbers derived, status ok, the steps the metrics name."""
-    d = derive(points, window_s)
+    d = derive(points, window_s, rate_s)
     last = points[-1][1]
     return replace(
         row, status="ok", reason="", accept_now=d.accept_now, accept_window=d.accept_window,
