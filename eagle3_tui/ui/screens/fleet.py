@@ -106,7 +106,7 @@ class FleetScreen(Screen[None]):
         for r in self.shown:
             row = list(cells(r, now))
             style = "bold red" if r.status != "ok" else ("bold yellow" if r.outlier else "")
-            table.add_row(*(f"[{style}]{escape(c)}[/]" if style else escape(c) for c in row), key=r.name)
+            table.add_row(*(Text(c, style=style) for c in row), key=r.name)
         if selected is not None and any(r.name == selected for r in self.shown):
             table.move_cursor(row=[r.name for r in self.shown].index(selected))
         self._summary()
