@@ -64,7 +64,7 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Label("", id="fleet-summary")
         yield Input(placeholder="filter: words all rows must contain; !word excludes; esc clears", id="fleet-filter")
-        table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Label("", id="fleet-detail")
         yield Footer()
@@ -77,7 +77,7 @@ class FleetScreen(Screen[None]):
         self.table.focus()
 
     @property
-    def table(self) -> DataTable[str]:
+    def table(self) -> DataTable[Text]:
         return self.query_one("#fleet-table", DataTable)
 
     # -- refresh ---------------------------------------------------------------------------------------
