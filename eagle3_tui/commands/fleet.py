@@ -38,8 +38,8 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
     """Options the console's --fleet shares with the command."""
     p.add_argument("--prometheus", metavar="URL",
                    help="read the fleet from this Prometheus server's HTTP API (one row per instance label)")
-    p.add_argument("--fleet-engine", choices=("sglang", "vllm"), default="sglang",
-                   help="the engine of servers given by --host (default sglang)")
+    p.add_argument("--fleet-engine", choices=("auto", "sglang", "vllm"), default="auto",
+                   help="the engine of servers given by --host (default auto: told by their /metrics)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -155,9 +155,12 @@ class DirectFleet:
         base = await self._tunnels.base_url(s.entry)
         resp = await self._http.get(f"{base}/metrics", timeout=self.spec.timeout_s)
         if resp.status_code != 200:
-            hint = " (SGLang serves it with --enable-metrics)" if s.entry.engine == "sglang" else ""
+            hint = " (SGLang serves it with --enable-metrics)" if s.entry.engine != "vllm" else ""
             raise UserError(f"/metrics answered HTTP {resp.status_code}{hint}")
         reading = read_metrics(s.entry.engine, resp.text)
+        if s.entry.engine != reading.engine:  # "auto", now told
+            s.entry = replace(s.entry, engine=reading.engine)
+            s.row = replace(s.row, engine=reading.engine)
         t = self._clock()
         s.points.append((t, reading))
         while s.points and s.points[0][0] < t - self.spec.window_s:

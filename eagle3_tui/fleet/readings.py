@@ -97,14 +97,17 @@ def _wanted(lines: Iterable[str], names: tuple[str, ...]) -> list[str]:
 
 
 def read_metrics(engine: str, text: str) -> Reading:
-    """A `/metrics` body -> Reading. MetricsUnreadable (one line) when it is cut short, is not Prometheus
-    text, or has none of the engine's families (another service on that port, metrics turned off)."""
+    """A `/metrics` body -> Reading (`engine` "auto": the engine whose names it has). MetricsUnreadable (one
+    line) when it is cut short, is not Prometheus text, or has none of the engine's families (another
+    service on that port, metrics turned off)."""
     if not text.strip():
         raise MetricsUnreadable("the /metrics answer is empty")
     if not text.endswith("\n"):
         last = text.rsplit("\n", 1)[-1][:60]
         raise MetricsUnreadable(f"the /metrics answer is cut short (its last line {last!r} has no end)")
     lines = text.splitlines()
+    if engine == "auto":
+        engine = next((e for e, p in PREFIX.items() if any(ln.startswith(p) for ln in lines)), "sglang")
     prefix = PREFIX[engine]
     if not any(ln.startswith(prefix) for ln in lines):
         first = next((ln.strip() for ln in lines if ln.strip()), "")[:60]

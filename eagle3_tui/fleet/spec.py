@@ -15,7 +15,7 @@ model = "kimi-k2"
 [[server]]
 host = "gpu-b"                        # ... or over SSH (an ~/.ssh/config alias), through a port forward
 port = 8000                           # the server's port on that host (default: the engine's)
-engine = "vllm"
+engine = "vllm"                       # or "auto": told by the first /metrics answer
 ```
 
 Parsing is pure; `load_fleet` reads the file. Every bad input is one `UserError` line naming the file
@@ -38,7 +38,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-ENGINES = ("sglang", "vllm")
+ENGINES = ("sglang", "vllm", "auto")
+"""`auto`: the engine is told by the first /metrics answer's names (`sglang:*` or `vllm:*`)."""
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
 ENTRY_KEYS = frozenset({"name", "base_url", "host", "port", "engine", "draft", "model"})
 TOP_KEYS = frozenset({"server", "interval_s", "window_s", "timeout_s"})
@@ -124,6 +125,8 @@ def parse_entry(raw: Any, index: int, source: str = "fleet") -> FleetEntry:
         parts = urlsplit(base_url)
         default_name = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
     else:
+        if port is None and engine == "auto":
+            raise _bad(source, where, "give the port with engine auto (30000 for SGLang, 8000 for vLLM)")
         port = port or DEFAULT_PORTS[engine]
         default_name = f"{host}:{port}"
     return FleetEntry(

@@ -116,7 +116,7 @@ def build_fleet_app(args: argparse.Namespace, **options: Any) -> Eagle3App:
     accept = bool(getattr(args, "accept_new_host_key", False))
     prometheus = getattr(args, "prometheus", None)
     spec = spec_from_cli(getattr(args, "fleet", None), list(getattr(args, "hosts", None) or []),
-                         getattr(args, "fleet_engine", "sglang"), prometheus)
+                         getattr(args, "fleet_engine", "auto"), prometheus)
     fleet, close_fleet = make_fleet(spec, prometheus=prometheus,
                                     tunnels=SSHTunnels(profile_path, accept_new_host_key=accept))
     apps: list[Eagle3App] = []
