@@ -110,8 +110,13 @@ class Eagle3App(App[int]):
         """Every class that declares console keys, in the order help lists them."""
         from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
 
-        fleet: list[type[DOMNode]] = [type(self.fleet.screen)] if self.fleet is not None else []
-        return [LogPane, LivePane, ConfigPane, AccuracyPane, *fleet, MainScreen, type(self)]
+        if self.fleet is not None and self.main.session is None:  # on the Fleet screen
+            return [type(self.fleet.screen), type(self)]
+        return [LogPane, LivePane, ConfigPane, AccuracyPane, MainScreen, type(self)]
+
+    def hidden_keys(self) -> tuple[str, ...]:
+        """Keys that mean nothing in this console: back to a fleet it was not opened on."""
+        return ("fleet-back",) if self.fleet is None else ()
 
     # -- the fleet --------------------------------------------------------------------------------------
     def open_server(self, session: Session) -> None:
@@ -240,7 +245,7 @@ class Eagle3App(App[int]):
         from eagle3_tui.ui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.keymap, self.main.readonly, self.key_owners()))
+            self.push_screen(HelpScreen(self.keymap, self.main.readonly, self.key_owners(), self.hidden_keys()))
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         target = Path(path) if path else self.screenshot_dir

@@ -12,6 +12,7 @@ from typing import Any
 
 from textual.widgets import DataTable, Input
 
+from eagle3_tui.ui.commands import ConsoleCommands
 from eagle3_tui.ui.launch import build_fleet_app
 from eagle3_tui.ui.screens.fleet import FleetScreen
 from eagle3_tui.ui.screens.help import HelpScreen, help_markup
@@ -79,6 +80,13 @@ async def test_sort_filter_drill_in_and_back(tmp_path: Path) -> None:
             await pilot.press("escape")
             assert first_column(screen) == ["zulu", "victor", "bravo", "alpha"] and screen.query_text == ""
 
+            # the palette on the Fleet screen offers its keys (run on it), not a server's
+            commands = {t: run for t, run, _ in ConsoleCommands(screen)._commands()}
+            assert "Read every server now" in commands and "Run a benchmark through the HTTP API" not in commands
+            before = screen.refreshes
+            commands["Read every server now"]()
+            await until(pilot, lambda: screen.refreshes > before, "a refresh from the palette")
+
             # enter on alpha: the one-server console for its base URL (this machine, its port)
             table = screen.query_one("#fleet-table", DataTable)
             table.move_cursor(row=first_column(screen).index("alpha"))
@@ -97,5 +105,5 @@ async def test_sort_filter_drill_in_and_back(tmp_path: Path) -> None:
             await pilot.press("question_mark")
             await pilot.pause()
             assert isinstance(app.screen, HelpScreen)
-            listed = help_markup({}, False, app.key_owners())
-            assert "Fleet" in listed and "Open the selected server" in listed and "Back to the fleet" in listed
+            listed = help_markup({}, False, app.key_owners(), app.hidden_keys())
+            assert "Fleet" in listed and "Open the selected server" in listed and "Preset" not in listed
