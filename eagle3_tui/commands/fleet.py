@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], co
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.add_argument("--settle", type=float, default=1.0, metavar="S",
                    help="with --once: seconds between the two reads (rates need two; default 1)")
+    p.add_argument("--sort", metavar="KEY", default=None,
+                   help="sort the rows (name, status, engine, draft, steps, accept, window, tok_s, running, restart, "
+                   "finding; a leading - reverses); default: the file's order")
     p.add_argument("--interval", type=float, default=None, metavar="S",
                    help="seconds between tables (default: the fleet file's interval_s, else 5)")
     p.set_defaults(func=run)
@@ -50,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
     hosts = list(getattr(args, "hosts", None) or [])
     spec = spec_from_cli(args.file, hosts, args.fleet_engine, args.prometheus)
+    from eagle3_tui.fleet import SORT_KEYS
+
+    if args.sort is not None and args.sort.lstrip("-") not in SORT_KEYS:
+        raise UserError(f"--sort: unknown key {args.sort!r} (one of {', '.join(SORT_KEYS)})")
     interval = args.interval or (spec.interval_s if spec is not None else 5.0)
     if interval <= 0 or args.settle < 0:
         raise UserError("--interval must be positive and --settle not negative")
@@ -61,7 +68,7 @@ async def _run(args: argparse.Namespace, spec: object, interval: float) -> int:
     import time
 
     from eagle3_tui.errors import UserError
-    from eagle3_tui.fleet import FleetSpec, make_fleet, to_json, to_text
+    from eagle3_tui.fleet import FleetSpec, make_fleet, sort_rows, to_json, to_text
     from eagle3_tui.session import SSHTunnels
 
     assert spec is None or isinstance(spec, FleetSpec)
@@ -73,6 +80,8 @@ async def _run(args: argparse.Namespace, spec: object, interval: float) -> int:
             if args.once:
                 await asyncio.sleep(args.settle)
                 rows = await fleet.refresh()
+            if args.sort is not None:
+                rows = sort_rows(rows, args.sort.lstrip("-"), descending=args.sort.startswith("-"))
             if fleet.problem is not None and not rows:
                 raise UserError(fleet.problem)
             if fleet.problem is not None:

@@ -155,7 +155,7 @@ class DirectFleet:
         base = await self._tunnels.base_url(s.entry)
         resp = await self._http.get(f"{base}/metrics", timeout=self.spec.timeout_s)
         if resp.status_code != 200:
-            hint = " (SGLang serves it with --enable-metrics)" if s.entry.engine != "vllm" else ""
+            hint = " (SGLang serves it with --enable-metrics)" if resp.status_code == 404 and s.entry.engine != "vllm" else ""
             raise UserError(f"/metrics answered HTTP {resp.status_code}{hint}")
         reading = read_metrics(s.entry.engine, resp.text)
         if s.entry.engine != reading.engine:  # "auto", now told

@@ -11,6 +11,7 @@ from eagle3_tui.fleet.rows import FleetRow
 # (column key, title, sort key of rows.SORT_KEYS)
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("name", "server", "name"),
+    ("status", "status", "status"),
     ("engine", "engine", "engine"),
     ("draft", "draft", "draft"),
     ("flags", "steps/topk/tok", "steps"),
@@ -21,7 +22,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("running", "running", "running"),
     ("restart", "restarted", "restart"),
     ("finding", "worst finding", "finding"),
-    ("status", "status", "status"),
 )
 NONE = "-"
 
@@ -42,8 +42,9 @@ def ago(t: float | None, now: float) -> str:
 
 
 def status_text(row: FleetRow) -> str:
+    """A word (the reason is the detail line's, and the notes under the headless table)."""
     if row.status != "ok":
-        return f"{row.status}: {row.reason}" if row.reason else row.status
+        return row.status.upper() if row.status in ("down", "garbage") else row.status
     return "OUTLIER" if row.outlier else "ok"
 
 
@@ -53,11 +54,11 @@ def cells(row: FleetRow, now: float) -> tuple[str, ...]:
         f"{_num(row.steps, '{}')}/{_num(row.topk, '{}')}/{_num(row.draft_tokens, '{}')}")
     engine = f"{row.engine} {row.release}" if row.release else row.engine
     return (
-        row.name, engine, row.draft or row.model or NONE, flags,
+        row.name, status_text(row), engine, row.draft or row.model or NONE, flags,
         _num(row.accept_now), _num(row.accept_window),
         " ".join(f"{p:.2f}" for p in row.per_position) or NONE,
         _num(row.tok_s, "{:.1f}"), _num(row.running, "{:g}"), ago(row.last_restart, now),
-        row.finding or NONE, status_text(row),
+        row.finding or NONE,
     )
 
 
@@ -78,7 +79,9 @@ def to_text(rows: Sequence[FleetRow], now: float) -> str:
     table = [tuple(t for _, t, _ in COLUMNS), *(cells(r, now) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
-    return "\n".join(lines) + "\n"
+    notes = [f"{r.name}: {r.status}: {r.reason}" for r in rows if r.status != "ok" and r.reason]
+    notes += [f"{r.name}: outlier: {r.outlier}" for r in rows if r.outlier]
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
 
 def to_json(rows: Sequence[FleetRow]) -> str:

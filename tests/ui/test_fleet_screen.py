@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Input
 
 from eagle3_tui.ui.commands import ConsoleCommands
 from eagle3_tui.ui.launch import build_fleet_app
-from eagle3_tui.ui.screens.fleet import FleetScreen
+from eagle3_tui.ui.screens.fleet import SORTS, FleetScreen
 from eagle3_tui.ui.screens.help import HelpScreen, help_markup
 from eagle3_tui.ui.screens.main import MainScreen
 from tests.fleet_fakes import fake_server, sglang_metrics, vllm_metrics
@@ -65,7 +65,9 @@ async def test_sort_filter_drill_in_and_back(tmp_path: Path) -> None:
             rows = {r.name: r for r in screen.fleet.rows}
             assert rows["zulu"].status == "down" and rows["bravo"].outlier and rows["victor"].status == "ok"
 
-            await pilot.press("s")  # the next sort key: name
+            await pilot.press("s")  # the next column's key: engine (ties by name)
+            assert screen.sort_key == "engine" and first_column(screen) == ["alpha", "bravo", "zulu", "victor"]
+            await pilot.press(*["s"] * (len(SORTS) - 2))  # round to the first column
             assert screen.sort_key == "name" and first_column(screen) == ["alpha", "bravo", "victor", "zulu"]
             await pilot.press("S")
             assert first_column(screen) == ["zulu", "victor", "bravo", "alpha"]
