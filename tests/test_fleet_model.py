@@ -11,7 +11,9 @@ import pytest
 from eagle3_tui.errors import UserError
 from eagle3_tui.fleet import (
     FleetRow,
+    cells,
     derive,
+    detail,
     entries_from_hosts,
     filter_rows,
     load_fleet,
@@ -20,6 +22,7 @@ from eagle3_tui.fleet import (
     sort_rows,
 )
 from eagle3_tui.fleet.diagnosis import worst_finding
+from eagle3_tui.fleet.rows import with_reading
 from eagle3_tui.promtext import MetricsUnreadable
 from tests.fleet_fakes import scale_vllm, sglang_metrics, vllm_metrics
 
@@ -156,3 +159,12 @@ def test_worst_finding_from_server_info_launch_command() -> None:
     found = worst_finding(row("a", 2.0), info)
     assert found is not None and found.rule_id == "steps-override"
     assert worst_finding(row("a", 2.0), {**info, "launch_command": info["launch_command"].replace("16", "4")}) is None
+
+
+def test_a_server_without_speculation_reads_as_no_spec() -> None:
+    body = "".join(ln + "\n" for ln in sglang_metrics(2.0, 500.0).splitlines() if "spec_" not in ln)
+    r = read_metrics("sglang", body)
+    assert not r.speculative and r.generation_tokens == 500.0
+    got = with_reading(FleetRow("base", "sglang", "x"), [(0.0, r)], 60)
+    assert got.status == "ok" and got.accept_window is None and cells(got, 0.0)[1] == "no spec"
+    assert "without speculation" in detail(got, 0.0)

@@ -21,7 +21,7 @@ from eagle3_tui.fleet.spec import (
     parse_fleet,
     spec_from_cli,
 )
-from eagle3_tui.fleet.table import COLUMNS, cells, detail, to_json, to_text
+from eagle3_tui.fleet.table import COLUMNS, ago, cells, detail, to_json, to_text
 
 __all__ = [
     "COLUMNS",
@@ -37,6 +37,7 @@ __all__ = [
     "PrometheusReader",
     "Reading",
     "Tunnels",
+    "ago",
     "cells",
     "derive",
     "detail",

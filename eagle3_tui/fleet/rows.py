@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle3_tui.fleet.readings import Reading
@@ -64,7 +64,9 @@ class FleetRow:
     outlier: str = ""
     """Why the row is an outlier among its siblings ("" when it is not)."""
     updated: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """When the server last answered with metrics (the reader's clock)."""
+    speculative: bool = True
+    """False when its metrics have no speculative-decoding family (a baseline replica, or spec turned off)."""
 
     @property
     def siblings_key(self) -> str:
@@ -160,7 +162,7 @@ def with_reading(row: FleetRow, points: Sequence[Point], window_s: float, rate_s
         per_position=d.per_position, tok_s=d.tok_s, running=d.running, last_restart=d.last_restart,
         steps=row.steps if row.steps is not None else last.num_steps,
         draft_tokens=row.draft_tokens if row.draft_tokens is not None else last.num_draft_tokens,
-        model=row.model or last.model, updated=points[-1][0],
+        model=row.model or last.model, updated=points[-1][0], speculative=last.speculative,
     )
 
 

@@ -45,7 +45,9 @@ def status_text(row: FleetRow) -> str:
     """A word (the reason is the detail line's, and the notes under the headless table)."""
     if row.status != "ok":
         return row.status.upper() if row.status in ("down", "garbage") else row.status
-    return "OUTLIER" if row.outlier else "ok"
+    if row.outlier:
+        return "OUTLIER"
+    return "ok" if row.speculative else "no spec"
 
 
 def cells(row: FleetRow, now: float) -> tuple[str, ...]:
@@ -62,11 +64,15 @@ def cells(row: FleetRow, now: float) -> tuple[str, ...]:
     )
 
 
-def detail(row: FleetRow) -> str:
-    """One line under the table for the selected row: where it is, why it is marked."""
+def detail(row: FleetRow, now: float) -> str:
+    """One line under the table for the selected row: where it is, why it is marked, how fresh."""
     parts = [f"{row.name} ({row.engine}) at {row.where}"]
     if row.status != "ok" and row.reason:
         parts.append(f"{row.status}: {row.reason}")
+    if row.status != "ok" and row.updated is not None:
+        parts.append(f"last read {ago(row.updated, now)}")
+    if row.status == "ok" and not row.speculative:
+        parts.append("serves without speculation (no speculative-decoding metrics)")
     if row.outlier:
         parts.append(f"outlier: {row.outlier}")
     if row.finding:
@@ -88,7 +94,6 @@ def to_json(rows: Sequence[FleetRow]) -> str:
     out = []
     for r in rows:
         d = asdict(r)
-        d.pop("extra", None)
         d["per_position"] = list(r.per_position)
         out.append(d)
     return json.dumps(out, indent=2) + "\n"

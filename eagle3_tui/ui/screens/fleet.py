@@ -19,7 +19,7 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
-from eagle3_tui.fleet import COLUMNS, cells, detail, filter_rows, sort_rows
+from eagle3_tui.fleet import COLUMNS, ago, cells, detail, filter_rows, sort_rows
 
 if TYPE_CHECKING:
     from eagle3_tui.fleet import Fleet, FleetEntry, FleetRow
@@ -118,6 +118,9 @@ class FleetScreen(Screen[None]):
         outliers = sum(bool(r.outlier) for r in rows)
         parts = [f"fleet: {len(rows)} servers (enter opens one)", f"{down} not answering", f"{outliers} outlier(s)",
                  f"sorted by {self.sort_key}{' (reversed)' if self.descending else ''}"]
+        read = [r.updated for r in rows if r.updated is not None]
+        if read:
+            parts.append(f"read {ago(max(read), self.clock())}")
         if self.query_text:
             parts.append(f"filter {self.query_text!r}: {len(self.shown)} shown")
         if self.fleet.problem:
@@ -133,7 +136,7 @@ class FleetScreen(Screen[None]):
     def _detail(self) -> None:
         name = self.selected_name()
         row = next((r for r in self.shown if r.name == name), None)
-        self.query_one("#fleet-detail", Label).update(escape(detail(row)) if row is not None else "")
+        self.query_one("#fleet-detail", Label).update(escape(detail(row, self.clock())) if row is not None else "")
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self) -> None:
