@@ -13,8 +13,12 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from eagle3_tui.fleet import DirectFleet, parse_fleet
+
+# the vLLM lane's server is one per worker (its fixture is per session): keep these on the worker that has it
+pytestmark = [pytest.mark.xdist_group("real_vllm"), pytest.mark.timeout(900)]
 
 
 async def load(http: httpx.AsyncClient, sglang_url: str, vllm: Any) -> None:
