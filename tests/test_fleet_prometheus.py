@@ -183,6 +183,7 @@ def test_cli_prints_the_prometheus_fleet(capsys: pytest.CaptureFixture[str]) -> 
 def test_cli_prometheus_error_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with fake_server() as prom:
         prom.set("/api/v1/query", {"status": "error", "errorType": "timeout", "error": "query timed out"}, status=503)
-        code = main(["fleet", "--prometheus", prom.base_url, "--once", "--settle", "0"])
+        # the console's option given before the subcommand reaches it too
+        code = main(["--prometheus", prom.base_url, "fleet", "--once", "--settle", "0"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "timeout: query timed out" in err

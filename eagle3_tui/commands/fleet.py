@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], co
         ),
     )
     p.add_argument("file", nargs="?", metavar="FILE", help="the fleet file (TOML: [[server]] tables)")
-    add_fleet_options(p)
+    add_fleet_options(p, inherit=True)
     p.add_argument("--once", action="store_true", help="print one table (two reads, --settle apart) and exit")
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.add_argument("--settle", type=float, default=1.0, metavar="S",
@@ -37,11 +37,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], co
     p.set_defaults(func=run)
 
 
-def add_fleet_options(p: argparse.ArgumentParser) -> None:
-    """Options the console's --fleet shares with the command."""
-    p.add_argument("--prometheus", metavar="URL",
+def add_fleet_options(p: argparse.ArgumentParser, *, inherit: bool = False) -> None:
+    """Options the console's --fleet shares with the command. `inherit`: the subcommand's copy, whose unset
+    options leave the values given before the subcommand (`eagle3-tui --prometheus URL fleet`) alone."""
+    p.add_argument("--prometheus", metavar="URL", default=argparse.SUPPRESS if inherit else None,
                    help="read the fleet from this Prometheus server's HTTP API (one row per instance label)")
-    p.add_argument("--fleet-engine", choices=("auto", "sglang", "vllm"), default="auto",
+    p.add_argument("--fleet-engine", choices=("auto", "sglang", "vllm"), default=argparse.SUPPRESS if inherit else "auto",
                    help="the engine of servers given by --host (default auto: told by their /metrics)")
 
 
