@@ -155,7 +155,8 @@ class DirectFleet:
         base = await self._tunnels.base_url(s.entry)
         resp = await self._http.get(f"{base}/metrics", timeout=self.spec.timeout_s)
         if resp.status_code != 200:
-            hint = " (SGLang serves it with --enable-metrics)" if resp.status_code == 404 and s.entry.engine != "vllm" else ""
+            metrics_off = resp.status_code == 404 and s.entry.engine != "vllm"
+            hint = " (SGLang serves it with --enable-metrics)" if metrics_off else ""
             raise UserError(f"/metrics answered HTTP {resp.status_code}{hint}")
         reading = read_metrics(s.entry.engine, resp.text)
         if s.entry.engine != reading.engine:  # "auto", now told
