@@ -60,6 +60,7 @@ class FleetScreen(Screen[None]):
         self.query_text = ""
         self.shown: list[FleetRow] = []
         self.refreshes = 0
+        self._reading = False
 
     def compose(self) -> ComposeResult:
         yield Label("", id="fleet-summary")
@@ -84,12 +85,17 @@ class FleetScreen(Screen[None]):
     def action_refresh(self) -> None:
         self._refresh()
 
-    @work(group="fleet-refresh", exclusive=False, exit_on_error=False)
+    @work(group="fleet-refresh", exit_on_error=False)
     async def _refresh(self) -> None:
-        if any(w.name == "fleet-read" and w.is_running for w in self.workers):
+        if self._reading:
             return  # the last read is still out (its servers' deadlines bound it)
-        worker = self.run_worker(self.fleet.refresh(), name="fleet-read", group="fleet-read", exit_on_error=False)
-        await worker.wait()
+        self._reading = True
+        try:
+            await self.fleet.refresh()
+        except Exception as err:  # each server's failure stays on its row; this would be a bug, said once
+            self.notify(f"fleet refresh failed: {type(err).__name__}: {err}", severity="error")
+        finally:
+            self._reading = False
         self.refreshes += 1
         self._show()
 
