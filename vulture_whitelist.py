@@ -23,3 +23,6 @@ _.page_size_forces_topk1
 _.tempdir  # tests/conftest.py: tempfile reads it
 _.connect_kwargs  # tests/plugins/sshd.py: the sshd fixture's API for a test that connects with asyncssh itself
 _batch  # benchmarks/ui_bench.py: imported by the code it runs in a child process (a string)
+_.block_on_close  # tests/fleet_fakes.py: socketserver.ThreadingMixIn reads it
+_.option_string  # cli.py: argparse passes it to an Action's __call__
+_.request_queue_size  # benchmarks/fleet_bench.py: socketserver reads it (the listen backlog)

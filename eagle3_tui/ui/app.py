@@ -20,6 +20,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.message import Message
+from textual.screen import Screen
 
 from eagle3_tui.errors import EXIT_SIGNAL_BASE, signal_line
 from eagle3_tui.ui.jobs import err_text
@@ -38,6 +39,7 @@ from eagle3_tui.ui.widgets.log_pane import LogPane
 
 if TYPE_CHECKING:
     from eagle3_tui.session import Session
+    from eagle3_tui.ui.options import FleetHome
 
 
 SWITCH_INTERVAL_S = 0.001
@@ -77,6 +79,7 @@ class Eagle3App(App[int]):
         *,
         options: ConsoleOptions | None = None,
         lifecycle: Lifecycle | None = None,
+        fleet: FleetHome | None = None,
     ) -> None:
         super().__init__()
         self.options = options or ConsoleOptions()
@@ -88,7 +91,9 @@ class Eagle3App(App[int]):
         """The signal that ended the console (SIGTERM, SIGINT, SIGHUP), None for a quit."""
         self.user_theme_names: set[str] = set()
         self._theme_errors: list[str] = []
-        self.main = MainScreen(self.options)
+        self.fleet = fleet
+        """The fleet this console opened on (None: one server); `main` is then the server drilled into."""
+        self.main = MainScreen(self.options, back=self.back_to_fleet if fleet is not None else None)
         self._switch_interval: float | None = None
         self._initial_session = session
         dirs = self.options.theme_dirs
@@ -98,14 +103,46 @@ class Eagle3App(App[int]):
     def session(self) -> Session | None:
         return self.main.session
 
-    def get_default_screen(self) -> MainScreen:
-        return self.main
+    def get_default_screen(self) -> Screen[Any]:
+        return self.fleet.screen if self.fleet is not None else self.main
 
     def key_owners(self) -> list[type[DOMNode]]:
         """Every class that declares console keys, in the order help lists them."""
         from eagle3_tui.ui.widgets.accuracy_pane import AccuracyPane
 
+        if self.fleet is not None and self.main.session is None:  # on the Fleet screen
+            return [type(self.fleet.screen), type(self)]
         return [LogPane, LivePane, ConfigPane, AccuracyPane, MainScreen, type(self)]
+
+    def hidden_keys(self) -> tuple[str, ...]:
+        """Keys that mean nothing in this console: back to a fleet it was not opened on."""
+        return ("fleet-back",) if self.fleet is None else ()
+
+    # -- the fleet --------------------------------------------------------------------------------------
+    def open_server(self, session: Session) -> None:
+        """Drill into one server of the fleet: the one-server console over `session`, attached as usual."""
+        if self.main.session is not None:
+            return
+        self.main = MainScreen(self.options, back=self.back_to_fleet)
+        self.push_screen(self.main)
+        self.main.attach_session(session, self.lifecycle.start)
+
+    def back_to_fleet(self) -> None:
+        """Leave the server for the fleet: its jobs settled, its session closed, the fleet shown again."""
+        main = self.main
+        if self.fleet is None or self.screen is not main:
+            return
+        session = main.session
+        main.detach_session()
+        self.main = MainScreen(self.options, back=self.back_to_fleet)
+        self.pop_screen()
+        on_exit = self.lifecycle.on_exit
+        if session is not None and on_exit is not None:
+            async def leave() -> None:
+                await main.jobs.settle()
+                await on_exit(session)
+
+            self.run_worker(leave(), group="leave-server", exit_on_error=False)
 
     # -- themes ------------------------------------------------------------------------------------
     def _register_themes(self, dirs: list[Path]) -> None:
@@ -208,7 +245,7 @@ class Eagle3App(App[int]):
         from eagle3_tui.ui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.keymap, self.main.readonly, self.key_owners()))
+            self.push_screen(HelpScreen(self.keymap, self.main.readonly, self.key_owners(), self.hidden_keys()))
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         target = Path(path) if path else self.screenshot_dir
@@ -276,5 +313,8 @@ class Eagle3App(App[int]):
                 await on_exit(session)
             except Exception as err:  # quitting must not crash; say what was left behind
                 self.notify(f"while quitting: {err_text(err)}", severity="error")
+        if self.lifecycle.closing is not None:
+            with contextlib.suppress(Exception):
+                await self.lifecycle.closing()
         code = 0 if self.stopped_by is None else EXIT_SIGNAL_BASE + self.stopped_by
         self.exit(code, return_code=code)

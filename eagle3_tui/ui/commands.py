@@ -29,6 +29,8 @@ class ConsoleApp(Protocol):
 
     def key_owners(self) -> list[type[DOMNode]]: ...
 
+    def hidden_keys(self) -> tuple[str, ...]: ...
+
 
 class ConsoleCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
@@ -36,13 +38,20 @@ class ConsoleCommands(Provider):
         main = app.main
         readonly = main.readonly
         out: list[tuple[str, Callable[[], Any], str]] = []
-        for group, entries in keys.groups(app.key_owners()):
+        screen = self.app.screen_stack[0] if self.app.screen_stack else None  # under the palette
+        for group, entries in keys.groups(app.key_owners(), app.hidden_keys()):
             for k in entries:
                 b = k.binding
                 if b.action == "command_palette" or (readonly and b.action in keys.CHANGING):
                     continue
                 shown = keys.shown_keys(b, app.keymap)
-                out.append((b.tooltip or b.description, partial(main.run_key, k), f"{group} · key {shown}"))
+                # the Fleet screen's own keys run on it; the others through the one-server console
+                run = (partial(self.app.call_later, self.app.run_action, b.action, screen)
+                       if screen is not None and screen is not main and isinstance(screen, k.owner)
+                       else partial(main.run_key, k))
+                out.append((b.tooltip or b.description, run, f"{group} · key {shown}"))
+        if main.session is None and getattr(app, "fleet", None) is not None:
+            return out  # on the Fleet screen: no chart or preset of a server
         for name in sorted(app.available_themes):
             if name.startswith("eagle3-") or name in app.user_theme_names:
                 out.append((f"Theme: {name}", partial(setattr, app, "theme", name), "switch the colour theme"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.ui.app import Eagle3App
-from eagle3_tui.ui.options import ConsoleOptions, Lifecycle
+from eagle3_tui.ui.options import ConsoleOptions, FleetHome, Lifecycle
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile
@@ -27,9 +27,11 @@ def make_app(
     keymap: Mapping[str, str] | None = None,
     theme_dirs: Iterable[Path] | None = None,
     screenshot_dir: str | Path | None = None,
+    fleet: FleetHome | None = None,
     **options: Any,
 ) -> Eagle3App:
-    """A console over `session` (or over the one `lifecycle.boot` builds). `options` are the other
+    """A console over `session` (or over the one `lifecycle.boot` builds, or on a `fleet` whose rows open
+    sessions). `options` are the other
     fields of `ConsoleOptions` (hint, clock, chart_hz, boot_screen, bench_opts, check_opts,
     sweep_opts)."""
     if profile is None and session is not None:
@@ -41,4 +43,4 @@ def make_app(
         screenshot_dir=Path(screenshot_dir) if screenshot_dir is not None else None,
         **options,
     )
-    return Eagle3App(session, options=opts, lifecycle=lifecycle)
+    return Eagle3App(session, options=opts, lifecycle=lifecycle, fleet=fleet)

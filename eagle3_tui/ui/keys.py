@@ -22,6 +22,8 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
     ("Accuracy check and benchmarks", ("check", "check-data", "cancel", "bench", "bench-baseline", "sweep")),
+    ("Fleet", ("fleet-drill", "fleet-sort", "fleet-sort-reverse", "fleet-filter", "fleet-filter-close",
+               "fleet-refresh", "fleet-back")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
     ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
 )
@@ -63,9 +65,13 @@ def all_keys(owners: Sequence[type[DOMNode]]) -> dict[str, Key]:
     return out
 
 
-def groups(owners: Sequence[type[DOMNode]]) -> list[tuple[str, list[Key]]]:
+def groups(owners: Sequence[type[DOMNode]], hidden: Iterable[str] = ()) -> list[tuple[str, list[Key]]]:
+    """The owners' keys by group, in help's order; `hidden` ids (keys that mean nothing here) and empty
+    groups left out."""
     keys = all_keys(owners)
-    return [(title, [keys[i] for i in ids if i in keys]) for title, ids in HELP_ORDER]
+    gone = set(hidden)
+    out = [(title, [keys[i] for i in ids if i in keys and i not in gone]) for title, ids in HELP_ORDER]
+    return [(title, entries) for title, entries in out if entries]
 
 
 def bound_keys(binding: Binding, keymap: Mapping[str, str]) -> list[str]:

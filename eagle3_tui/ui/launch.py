@@ -97,9 +97,50 @@ def remove(folders: list[Path]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def fleet_requested(args: argparse.Namespace) -> bool:
+    """`--fleet FILE`, `--prometheus URL` or several `--host`: the console opens on the Fleet screen."""
+    hosts = getattr(args, "hosts", None) or []
+    return bool(getattr(args, "fleet", None) or getattr(args, "prometheus", None) or len(hosts) > 1)
+
+
+def build_fleet_app(args: argparse.Namespace, **options: Any) -> Eagle3App:
+    """The console on a fleet: the Fleet screen first; enter opens the row's server as `--host` would."""
+    from eagle3_tui.errors import UserError
+    from eagle3_tui.fleet import FleetEntry, make_fleet, spec_from_cli
+    from eagle3_tui.session import Session, SSHTunnels, fleet_profile
+    from eagle3_tui.ui.options import FleetHome
+    from eagle3_tui.ui.screens.fleet import FleetScreen
+
+    readonly = bool(getattr(args, "readonly", False))
+    profile_path = getattr(args, "profile", None)
+    accept = bool(getattr(args, "accept_new_host_key", False))
+    prometheus = getattr(args, "prometheus", None)
+    spec = spec_from_cli(getattr(args, "fleet", None), list(getattr(args, "hosts", None) or []),
+                         getattr(args, "fleet_engine", "auto"), prometheus)
+    fleet, close_fleet = make_fleet(spec, prometheus=prometheus,
+                                    tunnels=SSHTunnels(profile_path, accept_new_host_key=accept))
+    apps: list[Eagle3App] = []
+
+    def open_server(entry: FleetEntry) -> None:
+        try:
+            profile = fleet_profile(entry, profile_path, accept_new_host_key=accept)
+        except UserError as err:
+            apps[0].notify(str(err), severity="error")
+            return
+        apps[0].open_server(Session(profile, readonly=readonly))
+
+    screen = FleetScreen(fleet, interval_s=spec.interval_s if spec is not None else 5.0, open_server=open_server)
+    lifecycle = Lifecycle(start=attach, on_exit=close, closing=close_fleet)
+    app = make_app(lifecycle=lifecycle, fleet=FleetHome(screen), boot_screen=False, **options)
+    apps.append(app)
+    return app
+
+
 def build_app(args: argparse.Namespace, **options: Any) -> tuple[Eagle3App, Callable[[], None]]:
     """The app for these CLI args (through `make_app`), and a cleanup to run after it exits."""
     readonly = bool(getattr(args, "readonly", False))
+    if fleet_requested(args) and not getattr(args, "demo", False):
+        return build_fleet_app(args, **options), lambda: None
     if getattr(args, "demo", False):
         engine = str(getattr(args, "engine", "sim") or "sim")
         if engine != "sim":  # one sentence, before the console opens, where the engine's venv is missing

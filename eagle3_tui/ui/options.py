@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from eagle3_tui.session import Session
 
 Progress = Callable[[str], None]
@@ -55,3 +57,12 @@ class Lifecycle:
     """Synchronous emergency stop for a hang-up, run from a thread when the event loop may be stuck."""
     cleanup: Callable[[], None] | None = None
     """Runs after the app has exited, whatever way (the demo's temp dir)."""
+    closing: Callable[[], Coroutine[Any, Any, None]] | None = None
+    """Runs when quitting, attached or not (the fleet's HTTP client and SSH tunnels)."""
+
+
+@dataclass(frozen=True)
+class FleetHome:
+    """The console opened on a fleet: its screen is the home screen, enter drills into one server."""
+
+    screen: Screen[None]

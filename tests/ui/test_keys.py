@@ -7,8 +7,10 @@ from textual.binding import Binding
 
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.app import Eagle3App
+from eagle3_tui.ui.screens.fleet import FleetScreen
 
-OWNERS = Eagle3App().key_owners()
+# the one-server console's owners and the Fleet screen's (`--fleet`): every key of either mode
+OWNERS = [*Eagle3App().key_owners(), FleetScreen]
 
 
 def test_every_owned_binding_is_listed_once_in_help():

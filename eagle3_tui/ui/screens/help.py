@@ -16,9 +16,10 @@ from textual.widgets import Static
 from eagle3_tui.ui import keys
 
 
-def help_markup(keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]]) -> str:
+def help_markup(keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]],
+                hidden: Sequence[str] = ()) -> str:
     lines: list[str] = []
-    groups = keys.groups(owners)
+    groups = keys.groups(owners, hidden)
     for group, entries in groups:
         lines.append(f"[b $primary]{escape(group)}[/]")
         for k in entries:
@@ -41,17 +42,19 @@ def help_markup(keymap: dict[str, str], readonly: bool, owners: Sequence[type[DO
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "close", "Close", id="help-close")]
 
-    def __init__(self, keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]]) -> None:
+    def __init__(self, keymap: dict[str, str], readonly: bool, owners: Sequence[type[DOMNode]],
+                 hidden: Sequence[str] = ()) -> None:
         super().__init__()
         self.keymap = keymap
         self.readonly = readonly
         self.owners = owners
+        self.hidden = hidden
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog", classes="dialog"):
             yield Static("[b]eagle3-tui keys[/b]  (esc closes)", id="help-title")
             with VerticalScroll():
-                yield Static(help_markup(self.keymap, self.readonly, self.owners), id="help-text")
+                yield Static(help_markup(self.keymap, self.readonly, self.owners, self.hidden), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

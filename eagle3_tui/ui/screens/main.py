@@ -92,6 +92,8 @@ class MainScreen(Screen[None]):
         Binding("3", "show_tab('config')", "Config", show=False, id="tab-config"),
         Binding("4", "show_tab('accuracy')", "Accuracy", show=False, id="tab-accuracy"),
         Binding("5", "show_tab('ledger')", "Ledger", show=False, id="tab-ledger"),
+        Binding("backspace", "back", "Fleet", tooltip="Back to the fleet (esc too, when nothing runs to cancel)",
+                id="fleet-back"),
     ]
 
     class SweepProgressed(Message):
@@ -101,9 +103,11 @@ class MainScreen(Screen[None]):
             super().__init__()
             self.done, self.total, self.step, self.eta_s = done, total, step, eta_s
 
-    def __init__(self, options: ConsoleOptions) -> None:
+    def __init__(self, options: ConsoleOptions, *, back: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.options = options
+        self.back = back
+        """Returns to the fleet this server was opened from (None: no fleet)."""
         self.clock = options.clock
         self.session: Session | None = None
         self.jobs = Jobs(self)
@@ -496,7 +500,10 @@ class MainScreen(Screen[None]):
         if action in ("rollback", "restart", "sweep", "check", "bench", "bench_baseline", "preset"):
             return self.session is not None and self.panes_ready
         if action == "cancel":
-            return self.jobs.busy("check") or self.jobs.busy("bench") or self.jobs.busy("sweep")
+            busy = self.jobs.busy("check") or self.jobs.busy("bench") or self.jobs.busy("sweep")
+            return busy or self.back is not None  # esc with nothing to cancel goes back to the fleet
+        if action == "back":
+            return self.back is not None
         return True
 
     def refused(self, action: str) -> str | None:
@@ -684,6 +691,12 @@ class MainScreen(Screen[None]):
             self.accuracy_pane.stopped = CHECK_STOPPED
         elif self.jobs.cancel("bench"):
             self.ledger_pane.progress = None
+        elif self.back is not None and not self.jobs.running_labels():
+            self.back()
+
+    def action_back(self) -> None:
+        if self.back is not None:
+            self.back()
 
     def action_bench(self) -> None:
         self._bench(baseline=False)
