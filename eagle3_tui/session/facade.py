@@ -359,7 +359,8 @@ class Session:
         self._feed.use_reader(terms.engine.name, terms.log_reader)
         if self._spec is None:
             return
-        view = self.terms.served(self._spec.argv, self._preset_inputs(), self.presets())
+        inputs = self._preset_inputs()  # one reading of the installed release's answer for both
+        view = terms.served(self._spec.argv, inputs, terms.presets(self._spec.argv, inputs))
         if view is None:
             return
         self.telemetry.num_steps = view.steps
