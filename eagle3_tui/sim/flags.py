@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.sglang.installed.source import version_key
 from eagle3_tui.sim.logfmt import STYLE_ALIASES, STYLES
 from eagle3_tui.sim.release import SIM_ARCHS
@@ -133,7 +134,7 @@ class ServerArgs:
     warnings: list[str] = field(default_factory=list)
 
 
-def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int, int, int] | None = None) -> ServerArgs:
+def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: SpecConfig | None = None) -> ServerArgs:
     """Apply `ServerArgs._handle_speculative_decoding` (SGLang 0.5.6; `auto`: the release's own auto-choice)."""
     warnings: list[str] = []
     algo = ns.speculative_algorithm
@@ -164,7 +165,7 @@ def effective_args(ns: argparse.Namespace, target_arch: str, *, auto: tuple[int,
             if algo == "STANDALONE":
                 steps, topk, draft_tokens = 3, 1, 4
             else:
-                steps, topk, draft_tokens = auto or (5, 4, 8)  # 0.5.6: LlamaForCausalLM and every other arch
+                steps, topk, draft_tokens = auto or SpecConfig(5, 4, 8)  # 0.5.6: LlamaForCausalLM and every other arch
         if topk is None or draft_tokens is None:
             raise AssertionError(
                 "speculative_eagle_topk and speculative_num_draft_tokens must be set with speculative_num_steps"

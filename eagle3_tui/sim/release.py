@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eagle3_tui.eagle.spec_config import SpecConfig
     from eagle3_tui.sglang.installed import Answer
 
 SIM_ARCHS = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM"}
@@ -61,7 +62,7 @@ def sim_release(
     return SimRelease(version, got, cuda_graph)
 
 
-def auto_spec(version: str | None, arch: str) -> tuple[int, int, int] | None:
+def auto_spec(version: str | None, arch: str) -> SpecConfig | None:
     """The release's auto-chosen (steps, topk, draft tokens) for the target, or None (0.5.6's rule)."""
     if not version:
         return None
