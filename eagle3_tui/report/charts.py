@@ -1,0 +1,194 @@
+"""The report's charts: one PNG each, drawn headless (matplotlib's Agg backend), readable without the tool:
+a title, axis labels with units, a legend, restart markers labelled on the chart.
+
+matplotlib is imported inside `_pyplot` only: `eagle3-tui --help` and the console's first frame never pay
+for it. Each function draws one figure, saves it, and returns what the figure holds (`Chart`), counted
+from the figure's own artists, so a test sees what a reader sees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle3_tui.errors import UserError
+
+if TYPE_CHECKING:
+    from eagle3_tui.report.data import OverTime, PositionSeries
+    from eagle3_tui.telemetry.changes import ChangeEffect
+
+DPI = 100
+WIDE = (11.0, 6.5)
+# Restart and change markers: one colour a reader can name ("the red dashed lines").
+MARKER_COLOUR = "#c0392b"
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axes of a chart as drawn: its title, the labelled lines and bar groups, the legend's entries."""
+
+    title: str
+    lines: int
+    bars: int
+    legend: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A PNG written and what it shows."""
+
+    path: Path
+    title: str
+    panels: tuple[Panel, ...]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError("the report's charts need matplotlib: pip install 'matplotlib>=3.7'") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panels(fig: Any) -> tuple[Panel, ...]:
+    out = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        lines = [ln for ln in ax.get_lines() if not str(ln.get_label()).startswith("_")]
+        out.append(Panel(ax.get_title(), len(lines), len(ax.containers),
+                         tuple(t.get_text() for t in legend.get_texts()) if legend is not None else ()))
+    return tuple(out)
+
+
+def _save(plt: Any, fig: Any, path: Path, title: str) -> Chart:
+    fig.suptitle(title, fontsize=13, fontweight="bold")
+    fig.tight_layout()
+    panels = _panels(fig)
+    try:
+        fig.savefig(path, dpi=DPI, format="png")
+    finally:
+        plt.close(fig)
+    return Chart(path, title, panels)
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=timezone.utc)
+
+
+def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
+    """Accept length (top) and generation tok/s (bottom) over wall-clock time (UTC), the check's prediction
+    and the no-speculation baseline as dashed lines, restarts and changes as labelled vertical lines."""
+    from matplotlib.dates import DateFormatter
+
+    from eagle3_tui.telemetry.series import gap_s, split_runs
+
+    plt = _pyplot()
+    fig, (acc_ax, tps_ax) = plt.subplots(2, 1, figsize=WIDE, sharex=True)
+    times = [t for t, _ in data.accept] + [t for t, _ in data.tps]
+    span = (max(times) - min(times)) if times else 0.0
+    gap = gap_s(span)
+    for ax, points, label, colour in ((acc_ax, data.accept, "accept length (server log)", "#1f77b4"),
+                                      (tps_ax, data.tps, "generation tok/s (server log)", "#2ca02c")):
+        ts = [t for t, _ in points]
+        for n, (i, j) in enumerate(split_runs(ts, gap)):
+            ax.plot([_utc(t) for t in ts[i:j]], [v for _, v in points[i:j]], color=colour, marker="o", markersize=2.5,
+                    linewidth=1.2, label=label if n == 0 else "_run")
+        if not points:
+            ax.text(0.5, 0.5, "no points: the server logged none", transform=ax.transAxes, ha="center",
+                    va="center", color="grey")
+    if data.predicted is not None:
+        acc_ax.axhline(data.predicted, color="#ff7f0e", linestyle="--", linewidth=1.5,
+                       label=data.predicted_label or f"check predicts {data.predicted:.2f}")
+    if data.baseline_tps:
+        tps_ax.axhline(data.baseline_tps, color="#7f7f7f", linestyle="--", linewidth=1.5,
+                       label=f"baseline {data.baseline_tps:.1f} tok/s (no speculation)")
+    _markers(acc_ax, tps_ax, data)
+    acc_ax.set_title("Accept length: tokens committed per verify step (1 + accepted draft tokens)", fontsize=10)
+    acc_ax.set_ylabel("accept length (tokens/step)")
+    tps_ax.set_title("Generation throughput", fontsize=10)
+    tps_ax.set_ylabel("tok/s")
+    tps_ax.set_xlabel("time (UTC)")
+    tps_ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=timezone.utc))
+    for ax in (acc_ax, tps_ax):
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
+    return _save(plt, fig, path, f"{host}: accept length and tok/s over time")
+
+
+def _markers(top: Any, bottom: Any, data: OverTime) -> None:
+    """Restarts and changes as red dashed lines, labelled at the top; other events (a benchmark's end)
+    as faint dotted lines. One legend entry for each kind drawn."""
+    restarts = [m for m in data.markers if m.restart]
+    others = [m for m in data.markers if not m.restart]
+    for n, m in enumerate(restarts):
+        for ax in (top, bottom):
+            ax.axvline(_utc(m.t), color=MARKER_COLOUR, linestyle="--", linewidth=1.1,
+                       label="restart / change" if (n == 0 and ax is top) else "_marker")
+        top.annotate(m.label, xy=(_utc(m.t), 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                     textcoords="offset points", rotation=90, ha="left", va="top", fontsize=8, color=MARKER_COLOUR,
+                     bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.0})
+    for n, m in enumerate(others):
+        for ax in (top, bottom):
+            ax.axvline(_utc(m.t), color="#999999", linestyle=":", linewidth=1.0,
+                       label=f"{m.label} ended" if (n == 0 and ax is top) else "_event")
+
+
+def positions_chart(series: Sequence[PositionSeries], path: Path, host: str) -> Chart:
+    """Acceptance rate per draft position, one bar group per source (live, benchmark, the check's prediction)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9.0, 5.0))
+    n = max(len(s.rates) for s in series)
+    width = 0.8 / len(series)
+    for k, s in enumerate(series):
+        xs = [i + 1 + (k - (len(series) - 1) / 2) * width for i in range(len(s.rates))]
+        bars = ax.bar(xs, [0.0 if math.isnan(r) else r for r in s.rates], width=width * 0.95, label=s.label)
+        ax.bar_label(bars, labels=["–" if math.isnan(r) else f"{r:.2f}" for r in s.rates], fontsize=8, padding=2)
+    ax.set_xticks(range(1, n + 1))
+    ax.set_xlabel("draft position (1 = the first drafted token)")
+    ax.set_ylabel("acceptance rate (share of drafts accepted there)")
+    ax.set_ylim(0, 1.1)
+    ax.set_title("Each position is accepted only when every position before it is", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    return _save(plt, fig, path, f"{host}: per-position acceptance")
+
+
+def changes_chart(changes: Sequence[ChangeEffect], path: Path, host: str) -> Chart:
+    """Before and after each applied change: accept length (left) and tok/s (right), from the ledger's
+    benchmarks on either side of it; a side not measured is marked so, never drawn as zero."""
+    plt = _pyplot()
+    fig, (acc_ax, tps_ax) = plt.subplots(1, 2, figsize=WIDE)
+    labels = [_wrap(c.label) for c in changes]
+    xs = list(range(len(changes)))
+    for ax, value, unit, title, digits in (
+            (acc_ax, "accept_len", "accept length (tokens/step)", "Accept length before / after", 2),
+            (tps_ax, "tok_s", "tok/s", "Output tok/s before / after (benchmark)", 1)):
+        for k, (side, colour) in enumerate((("before", "#9ecae1"), ("after", "#3182bd"))):
+            vals = [getattr(getattr(c, side), value, None) if getattr(c, side) is not None else None
+                    for c in changes]
+            pos = [x + (k - 0.5) * 0.38 for x in xs]
+            bars = ax.bar(pos, [v or 0.0 for v in vals], width=0.36, color=colour, label=side)
+            ax.bar_label(bars, labels=["not\nmeasured" if v is None else f"{v:.{digits}f}" for v in vals],
+                         fontsize=8, padding=2)
+        ax.set_xticks(xs, labels, fontsize=8)
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.15)
+        ax.legend(loc="upper left", fontsize=8)
+    return _save(plt, fig, path, f"{host}: each applied change, before and after (ledger benchmarks)")
+
+
+def _wrap(text: str, width: int = 22) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text
