@@ -25,15 +25,19 @@ DPI = 100
 WIDE = (11.0, 6.5)
 # Restart and change markers: one colour a reader can name ("the red dashed lines").
 MARKER_COLOUR = "#c0392b"
+MARKER_GID = "marker"
+HEADROOM = 1.35
 
 
 @dataclass(frozen=True)
 class Panel:
-    """One axes of a chart as drawn: its title, the labelled lines and bar groups, the legend's entries."""
+    """One axes of a chart as drawn: its title, the data and reference lines, the bar groups, the vertical
+    marker lines (restarts, events), the legend's entries."""
 
     title: str
     lines: int
     bars: int
+    markers: int
     legend: tuple[str, ...]
 
 
@@ -61,8 +65,11 @@ def _panels(fig: Any) -> tuple[Panel, ...]:
     out = []
     for ax in fig.axes:
         legend = ax.get_legend()
-        lines = [ln for ln in ax.get_lines() if not str(ln.get_label()).startswith("_")]
-        out.append(Panel(ax.get_title(), len(lines), len(ax.containers),
+        drawn = ax.get_lines()
+        markers = [ln for ln in drawn if ln.get_gid() == MARKER_GID]
+        # a series cut at its gaps is one: its later pieces carry its label behind "_" (kept out of the legend)
+        lines = {str(ln.get_label()).lstrip("_") for ln in drawn if ln.get_gid() != MARKER_GID}
+        out.append(Panel(ax.get_title(), len(lines), len(ax.containers), len(markers),
                          tuple(t.get_text() for t in legend.get_texts()) if legend is not None else ()))
     return tuple(out)
 
@@ -99,7 +106,7 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
         ts = [t for t, _ in points]
         for n, (i, j) in enumerate(split_runs(ts, gap)):
             ax.plot([_utc(t) for t in ts[i:j]], [v for _, v in points[i:j]], color=colour, marker="o", markersize=2.5,
-                    linewidth=1.2, label=label if n == 0 else "_run")
+                    linewidth=1.2, label=label if n == 0 else f"_{label}")
         if not points:
             ax.text(0.5, 0.5, "no points: the server logged none", transform=ax.transAxes, ha="center",
                     va="center", color="grey")
@@ -116,9 +123,10 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
     tps_ax.set_ylabel("tok/s")
     tps_ax.set_xlabel("time (UTC)")
     tps_ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=timezone.utc))
-    for ax in (acc_ax, tps_ax):
+    for ax, points, ref in ((acc_ax, data.accept, data.predicted), (tps_ax, data.tps, data.baseline_tps)):
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
+        top = max([v for _, v in points] + [ref or 0.0, 1.0])
+        ax.set_ylim(0, top * HEADROOM)  # room above the data for the markers' labels and the reference lines
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
     return _save(plt, fig, path, f"{host}: accept length and tok/s over time")
@@ -131,14 +139,14 @@ def _markers(top: Any, bottom: Any, data: OverTime) -> None:
     others = [m for m in data.markers if not m.restart]
     for n, m in enumerate(restarts):
         for ax in (top, bottom):
-            ax.axvline(_utc(m.t), color=MARKER_COLOUR, linestyle="--", linewidth=1.1,
-                       label="restart / change" if (n == 0 and ax is top) else "_marker")
+            ax.axvline(_utc(m.t), color=MARKER_COLOUR, linestyle="--", linewidth=1.1, gid=MARKER_GID,
+                       label="restart / change" if (n == 0 and ax is top) else "_restart")
         top.annotate(m.label, xy=(_utc(m.t), 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
                      textcoords="offset points", rotation=90, ha="left", va="top", fontsize=8, color=MARKER_COLOUR,
                      bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.0})
     for n, m in enumerate(others):
         for ax in (top, bottom):
-            ax.axvline(_utc(m.t), color="#999999", linestyle=":", linewidth=1.0,
+            ax.axvline(_utc(m.t), color="#999999", linestyle=":", linewidth=1.0, gid=MARKER_GID,
                        label=f"{m.label} ended" if (n == 0 and ax is top) else "_event")
 
 

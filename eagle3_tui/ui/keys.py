@@ -23,7 +23,7 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Config: presets and restart", ("preset-next", "preset-prev", "preset-apply", "rollback", "restart")),
     ("Accuracy check and benchmarks", ("check", "check-data", "cancel", "bench", "bench-baseline", "sweep")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
-    ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
+    ("General", ("help", "theme-next", "screenshot", "report", "quit", "palette")),
 )
 
 # Actions that change the host (the session's one list, by the same names): hidden and refused in --readonly.
