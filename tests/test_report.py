@@ -126,14 +126,20 @@ def test_each_chart_draws_the_series_its_data_holds(story, tmp_path):
     ot = ch.over_time_chart(data.over_time, tmp_path / "t.png", "h")
     top, bottom = ot.panels
     predicted = vm.predicted(vm.snapshot_of(story))
-    assert top.legend == ("accept length (server log)", f"check predicts {predicted:.2f}", "restart / change")
-    assert bottom.legend == ("generation tok/s (server log)",
-                             f"baseline {story.telemetry.baseline_tps:.1f} tok/s (no speculation)")
     restarts = [m for m in data.over_time.markers if m.restart]
     # the console's marker and the ledger's restart inside the points' span, each a vertical line on both panels
     assert [m.label for m in restarts] == ["preset train-[:-1]", "preset training-wiring"]
-    assert (top.lines, top.markers, top.bars) == (2, len(restarts), 0)
-    assert (bottom.lines, bottom.markers, bottom.bars) == (2, len(restarts), 0)
+    for panel, points, what, reference in (
+            (top, data.over_time.accept, "accept length", f"check predicts {predicted:.2f}"),
+            (bottom, data.over_time.tps, "generation tok/s",
+             f"baseline {story.telemetry.baseline_tps:.1f} tok/s (no speculation)")):
+        # each decode line a dot; past MEAN_BUCKETS points the bucket means as the line too
+        series = [f"{what}, each decode line (server log)"]
+        if len(points) > ch.MEAN_BUCKETS:
+            series.append(f"{what}, mean of each {(points[-1][0] - points[0][0]) / ch.MEAN_BUCKETS:.0f} s")
+        extra = ("restart / change",) if panel is top else ()
+        assert panel.legend == (*series, reference, *extra)
+        assert (panel.lines, panel.markers, panel.bars) == (len(series) + 1, len(restarts), 0)
 
     pos = ch.positions_chart(data.positions, tmp_path / "p.png", "h")
     (panel,) = pos.panels

@@ -46,6 +46,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
+    from pathlib import Path
 
     from eagle3_tui.errors import UserError
 
@@ -53,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--watch must be 0 or more seconds, not {args.watch:g}")
     if args.demo and (args.host or args.local):
         raise UserError("--demo reports on the demo world: give it without --host or --local")
+    if args.output:
+        from eagle3_tui.report.write import preflight
+
+        preflight(Path(args.output))  # before attaching and watching, not after
     return asyncio.run(_run_demo(args) if args.demo else _run_host(args))
 
 

@@ -27,6 +27,8 @@ WIDE = (11.0, 6.5)
 MARKER_COLOUR = "#c0392b"
 MARKER_GID = "marker"
 HEADROOM = 1.35
+MEAN_BUCKETS = 120
+"""Past this many points a series is drawn as dots with the mean of this many time buckets as its line."""
 
 
 @dataclass(frozen=True)
@@ -94,22 +96,13 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
     and the no-speculation baseline as dashed lines, restarts and changes as labelled vertical lines."""
     from matplotlib.dates import DateFormatter
 
-    from eagle3_tui.telemetry.series import gap_s, split_runs
-
     plt = _pyplot()
     fig, (acc_ax, tps_ax) = plt.subplots(2, 1, figsize=WIDE, sharex=True)
     times = [t for t, _ in data.accept] + [t for t, _ in data.tps]
     span = (max(times) - min(times)) if times else 0.0
-    gap = gap_s(span)
-    for ax, points, label, colour in ((acc_ax, data.accept, "accept length (server log)", "#1f77b4"),
-                                      (tps_ax, data.tps, "generation tok/s (server log)", "#2ca02c")):
-        ts = [t for t, _ in points]
-        for n, (i, j) in enumerate(split_runs(ts, gap)):
-            ax.plot([_utc(t) for t in ts[i:j]], [v for _, v in points[i:j]], color=colour, marker="o", markersize=2.5,
-                    linewidth=1.2, label=label if n == 0 else f"_{label}")
-        if not points:
-            ax.text(0.5, 0.5, "no points: the server logged none", transform=ax.transAxes, ha="center",
-                    va="center", color="grey")
+    cuts = [m.t for m in data.markers if m.restart]
+    _series(acc_ax, data.accept, "accept length", "#1f77b4", span, cuts)
+    _series(tps_ax, data.tps, "generation tok/s", "#2ca02c", span, cuts)
     if data.predicted is not None:
         acc_ax.axhline(data.predicted, color="#ff7f0e", linestyle="--", linewidth=1.5,
                        label=data.predicted_label or f"check predicts {data.predicted:.2f}")
@@ -130,6 +123,48 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
     return _save(plt, fig, path, f"{host}: accept length and tok/s over time")
+
+
+def _series(ax: Any, points: Sequence[tuple[float, float]], what: str, colour: str, span: float,
+            cuts: Sequence[float]) -> None:
+    """Each decode line's value as a dot and, past `MEAN_BUCKETS` points, the mean of each time bucket as
+    the line (the console's own downsampling, `telemetry.series.buckets`). The line is cut where nothing
+    was reported for a while (`gap_s`, the console's rule) and at each restart: a new server's numbers
+    are never joined to the old one's."""
+    from eagle3_tui.telemetry.series import buckets, gap_s
+
+    if not points:
+        ax.text(0.5, 0.5, f"no {what} points: the server logged none", transform=ax.transAxes, ha="center",
+                va="center", color="grey")
+        return
+    each = f"{what}, each decode line (server log)"
+    if len(points) <= MEAN_BUCKETS:
+        _line(ax, list(points), each, colour, gap_s(span), cuts, marker="o", markersize=2.5)
+        return
+    ax.plot([_utc(t) for t, _ in points], [v for _, v in points], linestyle="none", marker="o", markersize=1.8,
+            color=colour, alpha=0.3, label=each)
+    means = [(b.t, b.mean) for b in buckets(list(points), MEAN_BUCKETS)]
+    width = span / MEAN_BUCKETS
+    _line(ax, means, f"{what}, mean of each {width:.0f} s" if width >= 1 else f"{what}, mean", colour,
+          gap_s(span), cuts, linewidth=1.6)
+
+
+def _line(ax: Any, points: list[tuple[float, float]], label: str, colour: str, gap: float, cuts: Sequence[float],
+          **style: Any) -> None:
+    from eagle3_tui.telemetry.series import split_runs
+
+    ts = [t for t, _ in points]
+    pieces: list[tuple[int, int]] = []
+    for i, j in split_runs(ts, gap):
+        start = i
+        for k in range(i + 1, j):
+            if any(ts[k - 1] < c <= ts[k] for c in cuts):
+                pieces.append((start, k))
+                start = k
+        pieces.append((start, j))
+    for n, (i, j) in enumerate(pieces):
+        ax.plot([_utc(t) for t in ts[i:j]], [v for _, v in points[i:j]], color=colour,
+                label=label if n == 0 else f"_{label}", **style)
 
 
 def _markers(top: Any, bottom: Any, data: OverTime) -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 _NOT_RESTART = ("benchmark", "baseline")
 # A restart's ledger row is written when the server is ready; the console marked its launch earlier.
 _SAME_RESTART_S = 600.0
+_SAME_CHANGE_S = 120.0
 
 
 def gather(session: Session, *, now: float | None = None, series_note: str = "") -> ReportData:
@@ -129,7 +130,11 @@ def over_time(tele: Telemetry, rows: Sequence[LedgerRow], predicted: float | Non
     accept = tuple(tele.series["accept_len"])
     tps = tuple(tele.series["gen_tps"])
     times = [t for t, _ in accept] + [t for t, _ in tps]
-    markers = [Marker(m.t, m.label, m.label not in _NOT_RESTART) for m in tele.markers]
+    markers: list[Marker] = []
+    for m in sorted(tele.markers, key=lambda m: m.t):
+        # a change marks its write and then its server's launch, seconds apart: one line, at the change
+        if not any(k.label == m.label and 0 <= m.t - k.t <= _SAME_CHANGE_S for k in markers):
+            markers.append(Marker(m.t, m.label, m.label not in _NOT_RESTART))
     if times:
         lo, hi = min(times), max(times)
         for r in rows:

@@ -44,6 +44,10 @@ def num(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return f"{value:.{digits}f}{suffix}"
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _utc(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
@@ -105,8 +109,11 @@ def _live(data: ReportData, chart: str | None) -> str:
     else:
         restarts = sum(1 for m in ot.markers if m.restart)
         charted = (f"![accept length and tok/s over time]({chart})\n\n"
-                   f"{len(ot.accept)} accept-length and {len(ot.tps)} tok/s points; red dashed lines: "
-                   f"{restarts} restart(s) and change(s), labelled with their reason.")
+                   f"{len(ot.accept)} accept-length and {len(ot.tps)} tok/s points, one per decode line the server "
+                   "logged.")
+        if restarts:
+            charted += (f" Red dashed lines: {_plural(restarts, 'restart or change', 'restarts and changes')}, "
+                        "labelled with their reason.")
         if ot.note:
             charted += f" {ot.note}"
     return head + numbers + "\n\n" + charted
@@ -183,7 +190,7 @@ def _check(part: CheckPart | None) -> str:
     r = part.report
     served = r.served_wiring(part.served)
     text = head + (f"From {part.source}: draft `{r.draft_dir}`, data `{r.data}` ({r.positions} positions, "
-                   f"{r.split} split, {r.steps} chain steps), numbers as {r.served_by or 'SGLang'} serves the draft.\n\n")
+                   f"{r.split} split, {_plural(r.steps, 'chain step', 'chain steps')}), numbers as {r.served_by or 'SGLang'} serves the draft.\n\n")
     cols = [w.name + (" (served)" if w is served else "") for w in r.wirings]
     rows = [[label, *(_check_cell(w, attr) for w in r.wirings)] for label, attr in _CHECK_ROWS]
     text += table(("", *cols), rows, right=range(1, len(cols) + 1))

@@ -62,6 +62,18 @@ def _usable(target: Path) -> bool:
     return True
 
 
+def preflight(target: Path) -> None:
+    """Refuse a folder that cannot take the report before any work is done for it (a command watches the
+    server first): one that `write_report` would refuse, or one under a file."""
+    target = Path(os.path.abspath(Path(target).expanduser()))
+    _usable(target)
+    above = target.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise UserError(f"cannot write the report to {target}: {above} is not a folder; name another with -o")
+
+
 def draw(data: ReportData, folder: Path) -> dict[str, str]:
     """Every chart there is data for, into `folder/charts/`; name -> path relative to `folder`."""
     out = folder / CHARTS_DIR
