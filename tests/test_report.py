@@ -136,7 +136,7 @@ def test_each_chart_draws_the_series_its_data_holds(story, tmp_path):
         # each decode line a dot; past MEAN_BUCKETS points the bucket means as the line too
         series = [f"{what}, each decode line (server log)"]
         if len(points) > ch.MEAN_BUCKETS:
-            series.append(f"{what}, mean of each {(points[-1][0] - points[0][0]) / ch.MEAN_BUCKETS:.0f} s")
+            series.append(ch.mean_label(what, points[-1][0] - points[0][0]))
         extra = ("restart / change",) if panel is top else ()
         assert panel.legend == (*series, reference, *extra)
         assert (panel.lines, panel.markers, panel.bars) == (len(series) + 1, len(restarts), 0)

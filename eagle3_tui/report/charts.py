@@ -97,10 +97,10 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
     from matplotlib.dates import DateFormatter
 
     plt = _pyplot()
-    fig, (acc_ax, tps_ax) = plt.subplots(2, 1, figsize=WIDE, sharex=True)
+    fig, (acc_ax, tps_ax) = plt.subplots(2, 1, figsize=(14.0, 7.0), sharex=True)
     times = [t for t, _ in data.accept] + [t for t, _ in data.tps]
     span = (max(times) - min(times)) if times else 0.0
-    cuts = [m.t for m in data.markers if m.restart]
+    cuts = [*data.cuts, *(m.t for m in data.markers if m.restart)]
     _series(acc_ax, data.accept, "accept length", "#1f77b4", span, cuts)
     _series(tps_ax, data.tps, "generation tok/s", "#2ca02c", span, cuts)
     if data.predicted is not None:
@@ -120,8 +120,8 @@ def over_time_chart(data: OverTime, path: Path, host: str) -> Chart:
         ax.grid(True, alpha=0.3)
         top = max([v for _, v in points] + [ref or 0.0, 1.0])
         ax.set_ylim(0, top * HEADROOM)  # room above the data for the markers' labels and the reference lines
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
+        if ax.get_legend_handles_labels()[0]:  # beside the plot: it never hides a point
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0.0)
     return _save(plt, fig, path, f"{host}: accept length and tok/s over time")
 
 
@@ -144,9 +144,13 @@ def _series(ax: Any, points: Sequence[tuple[float, float]], what: str, colour: s
     ax.plot([_utc(t) for t, _ in points], [v for _, v in points], linestyle="none", marker="o", markersize=1.8,
             color=colour, alpha=0.3, label=each)
     means = [(b.t, b.mean) for b in buckets(list(points), MEAN_BUCKETS)]
+    _line(ax, means, mean_label(what, span), colour, gap_s(span), cuts, linewidth=1.6)
+
+
+def mean_label(what: str, span: float) -> str:
+    """The legend entry of a series' bucket means over `span` seconds of points."""
     width = span / MEAN_BUCKETS
-    _line(ax, means, f"{what}, mean of each {width:.0f} s" if width >= 1 else f"{what}, mean", colour,
-          gap_s(span), cuts, linewidth=1.6)
+    return f"{what}, mean of each {width:.1f} s" if width < 10 else f"{what}, mean of each {width:.0f} s"
 
 
 def _line(ax: Any, points: list[tuple[float, float]], label: str, colour: str, gap: float, cuts: Sequence[float],
@@ -196,6 +200,7 @@ def positions_chart(series: Sequence[PositionSeries], path: Path, host: str) -> 
         bars = ax.bar(xs, [0.0 if math.isnan(r) else r for r in s.rates], width=width * 0.95, label=s.label)
         ax.bar_label(bars, labels=["–" if math.isnan(r) else f"{r:.2f}" for r in s.rates], fontsize=8, padding=2)
     ax.set_xticks(range(1, n + 1))
+    ax.set_xlim(0.4, max(n, 3) + 0.6)
     ax.set_xlabel("draft position (1 = the first drafted token)")
     ax.set_ylabel("acceptance rate (share of drafts accepted there)")
     ax.set_ylim(0, 1.1)
@@ -223,6 +228,7 @@ def changes_chart(changes: Sequence[ChangeEffect], path: Path, host: str) -> Cha
             ax.bar_label(bars, labels=["not\nmeasured" if v is None else f"{v:.{digits}f}" for v in vals],
                          fontsize=8, padding=2)
         ax.set_xticks(xs, labels, fontsize=8)
+        ax.set_xlim(-0.75, max(len(changes), 2) - 0.25)  # one change: bars of a readable width, not the panel's
         ax.set_ylabel(unit)
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)

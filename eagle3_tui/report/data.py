@@ -67,6 +67,9 @@ class OverTime:
     predicted_label: str = ""
     note: str = ""
     """What the points cover when that is not the session's whole life (a command that watched a while)."""
+    cuts: tuple[float, ...] = ()
+    """Every restart's instants (a change's write and its server's launch both): a line is never drawn
+    across one, so a new server's numbers are never joined to the old one's."""
 
     @property
     def empty(self) -> bool:

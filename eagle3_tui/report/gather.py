@@ -131,6 +131,7 @@ def over_time(tele: Telemetry, rows: Sequence[LedgerRow], predicted: float | Non
     tps = tuple(tele.series["gen_tps"])
     times = [t for t, _ in accept] + [t for t, _ in tps]
     markers: list[Marker] = []
+    cuts = [m.t for m in tele.markers if m.label not in _NOT_RESTART]
     for m in sorted(tele.markers, key=lambda m: m.t):
         # a change marks its write and then its server's launch, seconds apart: one line, at the change
         if not any(k.label == m.label and 0 <= m.t - k.t <= _SAME_CHANGE_S for k in markers):
@@ -141,12 +142,13 @@ def over_time(tele: Telemetry, rows: Sequence[LedgerRow], predicted: float | Non
             if r.kind != "restart" or not lo <= r.ts <= hi:
                 continue
             label = r.note or "restart"
+            cuts.append(r.ts)
             if not any(m.label == label and 0 <= r.ts - m.t <= _SAME_RESTART_S for m in markers):
                 markers.append(Marker(r.ts, label, True))
     label = ""
     if predicted is not None and check is not None:
         label = f"check predicts {predicted:.2f}"
-    return OverTime(accept=accept, tps=tps, markers=tuple(sorted(markers, key=lambda m: m.t)),
+    return OverTime(accept=accept, tps=tps, markers=tuple(sorted(markers, key=lambda m: m.t)), cuts=tuple(sorted(cuts)),
                     baseline_tps=tele.baseline_tps, predicted=predicted, predicted_label=label, note=note)
 
 
