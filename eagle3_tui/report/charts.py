@@ -8,6 +8,7 @@ from the figure's own artists, so a test sees what a reader sees.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,11 +81,22 @@ def _save(plt: Any, fig: Any, path: Path, title: str) -> Chart:
     fig.suptitle(title, fontsize=13, fontweight="bold")
     fig.tight_layout()
     panels = _panels(fig)
+    buf = io.BytesIO()
     try:
-        fig.savefig(path, dpi=DPI, format="png")
+        fig.savefig(buf, dpi=DPI, format="png")
     finally:
         plt.close(fig)
+    _write_small_png(buf.getvalue(), path)
     return Chart(path, title, panels)
+
+
+def _write_small_png(png: bytes, path: Path) -> None:
+    """The PNG with a 256-colour palette: a third of the bytes (a chart has few colours), so a report
+    with its charts attaches to an issue in one go. Pillow comes with matplotlib."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        im.convert("RGB").quantize(256).save(path, format="PNG", optimize=True)
 
 
 def _utc(t: float) -> datetime:
