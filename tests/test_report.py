@@ -125,12 +125,16 @@ def test_each_chart_draws_the_series_its_data_holds(story, tmp_path):
     data = gather(story)
     ot = ch.over_time_chart(data.over_time, tmp_path / "t.png", "h")
     top, bottom = ot.panels
-    predicted = vm.predicted(vm.snapshot_of(story))
+    # the prediction's line is labelled as the console's accept chart labels its own
+    snap = vm.snapshot_of(story)
+    ((_, console_label),) = vm.accept_series(snap, t_end=story.telemetry.last_time() or 0.0, window_s=300.0,
+                                             points=10).references
+    assert console_label.startswith("check predicts ")
     restarts = [m for m in data.over_time.markers if m.restart]
     # the console's marker and the ledger's restart inside the points' span, each a vertical line on both panels
     assert [m.label for m in restarts] == ["preset train-[:-1]", "preset training-wiring"]
     for panel, points, what, reference in (
-            (top, data.over_time.accept, "accept length", f"check predicts {predicted:.2f}"),
+            (top, data.over_time.accept, "accept length", console_label),
             (bottom, data.over_time.tps, "generation tok/s",
              f"baseline {story.telemetry.baseline_tps:.1f} tok/s (no speculation)")):
         # each decode line a dot; past MEAN_BUCKETS points the bucket means as the line too

@@ -62,7 +62,7 @@ def gather(session: Session, *, now: float | None = None, series_note: str = "")
     return ReportData(
         header=header(session, now),
         live=live,
-        over_time=over_time(tele, rows, predicted, check, note=series_note),
+        over_time=over_time(tele, rows, server, check, note=series_note),
         positions=positions,
         positions_note=note,
         changes=change_effects(rows),
@@ -123,7 +123,7 @@ def check_part(current: CheckReport | None, rows: Sequence[LedgerRow], server: S
     return None
 
 
-def over_time(tele: Telemetry, rows: Sequence[LedgerRow], predicted: float | None, check: CheckPart | None,
+def over_time(tele: Telemetry, rows: Sequence[LedgerRow], server: ServerView, check: CheckPart | None,
               *, note: str = "") -> OverTime:
     """The live rings' points, the console's markers, and the ledger's restarts inside the points' span
     (a report made by a command that just attached has no markers of its own)."""
@@ -145,11 +145,10 @@ def over_time(tele: Telemetry, rows: Sequence[LedgerRow], predicted: float | Non
             cuts.append(r.ts)
             if not any(m.label == label and 0 <= r.ts - m.t <= _SAME_RESTART_S for m in markers):
                 markers.append(Marker(r.ts, label, True))
-    label = ""
-    if predicted is not None and check is not None:
-        label = f"check predicts {predicted:.2f}"
+    label = (server.predicted_label(check.report) if check is not None else None) or ""
     return OverTime(accept=accept, tps=tps, markers=tuple(sorted(markers, key=lambda m: m.t)), cuts=tuple(sorted(cuts)),
-                    baseline_tps=tele.baseline_tps, predicted=predicted, predicted_label=label, note=note)
+                    baseline_tps=tele.baseline_tps, predicted=server.predicted(check.report) if check else None,
+                    predicted_label=label, note=note)
 
 
 def position_series(tele: Telemetry, engine: str | None, rows: Sequence[LedgerRow],

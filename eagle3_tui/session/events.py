@@ -185,6 +185,17 @@ class ServerView:
 
         return predicted_accept_len(check, self.fed_boundaries(), self.spec_config())
 
+    def predicted_label(self, check: CheckReport | None) -> str | None:
+        """The prediction as the accept-length charts label it (the console's and the report's): the value and
+        what it is for, the served (steps/topk/draft tokens) when the check predicted them, else its own chain."""
+        value = self.predicted(check)
+        if value is None or check is None:
+            return None
+        cfg = self.spec_config()
+        why = (f" ({cfg[0]}/{cfg[1]}/{cfg[2]})" if cfg is not None and check.prediction(cfg, self.fed_boundaries())
+               is not None else f" (chain of {check.steps})")
+        return f"check predicts {value:.2f}{why}"
+
 
 # ---------------------------------------------------------------- events
 

@@ -298,12 +298,9 @@ def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int,
     """Accept length, with the check's prediction for the served boundaries as a reference line."""
     data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points, defer=defer)
     expected = predicted(snap)
-    if expected:
-        cfg = served_config(snap.server)
-        steps = snap.check.steps if snap.check is not None else None
-        why = (f" ({cfg[0]}/{cfg[1]}/{cfg[2]})" if cfg is not None and predicted_for_flags(snap)
-               else f" (chain of {steps})" if steps is not None else "")
-        data.references.append((float(expected), f"check predicts {expected:.2f}{why}"))
+    label = snap.server.predicted_label(snap.check)
+    if expected and label:
+        data.references.append((float(expected), label))
     return data
 
 
