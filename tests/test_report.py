@@ -237,3 +237,29 @@ def test_secret_flag_values_are_redacted_and_nothing_else():
     assert redact_argv(argv) == ["python", "-m", "sglang.launch_server", "--api-key", "<redacted>",
                                  "--hf-token=<redacted>", "--skip-tokenizer-init", "--tokenizer-path", "/t",
                                  "--max-total-tokens", "8", "--speculative-num-draft-tokens", "16"]
+
+
+def test_per_position_acceptance_comes_from_each_source_that_has_it(story):
+    """vLLM's live rates (the newest per position, as the console's row shows them), the newest benchmark's,
+    the check's chain on the served wiring; SGLang's missing live rates are said, not drawn as zeros."""
+    from eagle3_tui.eagle.predict import chain_positions
+    from eagle3_tui.engines.base import SpecStats
+    from eagle3_tui.report.gather import check_part as part_of
+    from eagle3_tui.report.gather import position_series
+    from eagle3_tui.telemetry.metrics import Telemetry
+
+    rows = story.ledger_rows()
+    check = part_of(story.check, rows, story.server)
+    got, note = position_series(story.telemetry, "sglang", rows, check)
+    assert note == "SGLang does not report it live (vLLM does)"
+    served = story.check.served_wiring(story.server.fed_boundaries())
+    assert [s.label for s in got] == ["benchmark #2, the requests'", f"check predicts ({served.name})"]
+    assert got[0].rates == (0.33,) and got[1].rates == tuple(chain_positions(served.step_accept))
+
+    tele = Telemetry()
+    for t, rates in ((1.0, (0.9, 0.5, 0.2)), (2.0, (0.6, 0.4, 0.25))):
+        tele.ingest_spec(SpecStats("vllm", "log", t, 2.0, rates, 0.4, 50.0))
+    got, note = position_series(tele, "vllm", [], None)
+    assert [(s.label, s.rates) for s in got] == [("vllm, live (newest)", tele.last_positions())]
+    assert tele.last_positions() == (0.6, 0.4, 0.25)
+    assert note == "no benchmark recorded it; no accuracy check ran"

@@ -48,3 +48,20 @@ async def test_r_writes_the_report_and_says_where(tmp_path, readonly):
     assert path.parent.name.startswith("eagle3-report-recorded-")
     assert (path.parent / "charts" / "accept-and-tps-over-time.png").read_bytes()[:4] == b"\x89PNG"
     assert "(served)" in md  # the session's check, its served wiring marked
+
+
+async def test_r_into_an_unusable_folder_says_why_in_one_toast_and_writes_nothing(tmp_path):
+    session, _ = recorded_session(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=blocker)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_ready(pilot)
+        await pilot.press("r")
+        deadline = time.monotonic() + 30
+        while not any("report failed" in n.message for n in app._notifications):
+            assert time.monotonic() < deadline, [n.message for n in app._notifications]
+            await asyncio.sleep(0.05)
+        (toast,) = [n.message for n in app._notifications if "report failed" in n.message]
+    assert toast.startswith(f"report failed: cannot write the report in {blocker}") and "\n" not in toast
+    assert blocker.read_text() == "x" and [p.name for p in tmp_path.iterdir() if p.name.startswith("eagle3")] == []
