@@ -97,7 +97,7 @@ def _live(data: ReportData, chart: str | None) -> str:
         numbers = (f"Means over the last {lv.window_s:.0f} s of data, as the console's status bar shows them "
                    f"({lv.decode_lines} decode lines since attaching):\n\n")
         rows = [("accept length", num(lv.accept_len)),
-                ("check predicts", num(lv.predicted) if lv.predicted is not None else "– (no check)"),
+                ("check predicts", _predicted_cell(lv.predicted, data.over_time.predicted_label)),
                 ("generation tok/s", num(lv.gen_tps, 1)),
                 ("baseline tok/s (no speculation)", num(lv.baseline_tps, 1) if lv.baseline_tps else "– (none measured)"),
                 ("speedup", num(lv.speedup, 2, "x"))]
@@ -117,6 +117,14 @@ def _live(data: ReportData, chart: str | None) -> str:
         if ot.note:
             charted += f" {ot.note}"
     return head + numbers + "\n\n" + charted
+
+
+def _predicted_cell(value: float | None, label: str) -> str:
+    """The prediction with what it is for, as the accept chart's label says it ("1.73 (chain of 1)")."""
+    if value is None:
+        return "– (no check)"
+    prefix = "check predicts "
+    return label[len(prefix):] if label.startswith(prefix) else num(value)
 
 
 def _positions(data: ReportData, chart: str | None) -> str:
