@@ -263,3 +263,15 @@ def test_per_position_acceptance_comes_from_each_source_that_has_it(story):
     assert [(s.label, s.rates) for s in got] == [("vllm, live (newest)", tele.last_positions())]
     assert tele.last_positions() == (0.6, 0.4, 0.25)
     assert note == "no benchmark recorded it; no accuracy check ran"
+
+
+def test_an_unreadable_ledger_is_said_in_the_report_which_is_still_written(tmp_path):
+    session, _ = recorded_session(tmp_path)
+    db = Ledger().path
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"not a database" * 100)
+    path = write_report(gather(session), tmp_path / "out")
+    md = path.read_text(encoding="utf-8")
+    assert re.findall(r"^## (.+)$", md, flags=re.M) == [*SECTIONS, "Not read"]
+    assert f"- the ledger could not be read: the ledger {db} is not a usable SQLite database" in md
+    assert "charts/accept-and-tps-over-time.png" in linked(md)  # the live part does not need the ledger
