@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "hostcmds",
     "sweep",
     "ledger",
+    "report",
     "sglang_info",
     "fleet",
 )

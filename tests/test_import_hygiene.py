@@ -17,7 +17,7 @@ import grimp
 PACKAGE = "eagle3_tui"
 
 # Imported by `eagle3-tui --help` they would cost seconds before the first byte of output.
-HEAVY = ("torch", "safetensors", "numpy", "textual", "textual_plotext", "plotext", "asyncssh", "httpx")
+HEAVY = ("torch", "safetensors", "numpy", "textual", "textual_plotext", "plotext", "asyncssh", "httpx", "matplotlib")
 
 
 def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:

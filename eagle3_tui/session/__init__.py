@@ -49,6 +49,7 @@ from eagle3_tui.session.fleet_link import SSHTunnels, fleet_profile
 from eagle3_tui.session.host.discovery import discover
 from eagle3_tui.session.host.probe import TargetInfo
 from eagle3_tui.session.host.training_data import parse_slots, unknown_line
+from eagle3_tui.session.launch import redact_argv
 from eagle3_tui.session.live.httpstats import no_log
 from eagle3_tui.session.presets import (
     LAUNCH_COMMAND_PATH,
@@ -112,6 +113,7 @@ __all__ = [
     "no_log",
     "parse_slots",
     "real_engine_missing",
+    "redact_argv",
     "refuse_readonly",
     "served_config",
     "sha256_text",

@@ -19,6 +19,7 @@ AnyLogEvent = LogEvent | EngineEvent
 if TYPE_CHECKING:
     from eagle3_tui.doctor.findings import Finding
     from eagle3_tui.eagle.accuracy import CheckReport
+    from eagle3_tui.eagle.spec_config import SpecConfig
     from eagle3_tui.sglang.client import BenchResult
 
 
@@ -158,6 +159,42 @@ class ServerView:
 
     def with_deployment(self, label: str | None) -> ServerView:
         return replace(self, deployment=label)
+
+    # What the served fields mean, one rule each: the console's status bar, charts and Accuracy pane and
+    # the report read them here.
+
+    def spec_config(self) -> SpecConfig | None:
+        """The (steps, topk, draft tokens) the server runs (the effective draft tokens); None without
+        speculation or with a flag unknown."""
+        from eagle3_tui.eagle.spec_config import SpecConfig
+
+        if not self.speculative or self.steps is None or self.topk is None or self.draft_tokens is None:
+            return None
+        return SpecConfig(int(self.steps), int(self.topk), int(self.draft_tokens))
+
+    def fed_boundaries(self) -> tuple[int, ...] | None:
+        """The boundaries that decide the accept length: decode's where graphed decode replays others."""
+        return self.decode_boundaries or self.boundaries
+
+    def predicted(self, check: CheckReport | None) -> float | None:
+        """The check's predicted accept length for the boundaries and the flags served now (the rule is
+        `eagle.accuracy.predicted_accept_len`): the status bar's "check" number, the accept chart's line."""
+        if check is None:
+            return None
+        from eagle3_tui.eagle.accuracy import predicted_accept_len
+
+        return predicted_accept_len(check, self.fed_boundaries(), self.spec_config())
+
+    def predicted_label(self, check: CheckReport | None) -> str | None:
+        """The prediction as the accept-length charts label it (the console's and the report's): the value and
+        what it is for, the served (steps/topk/draft tokens) when the check predicted them, else its own chain."""
+        value = self.predicted(check)
+        if value is None or check is None:
+            return None
+        cfg = self.spec_config()
+        why = (f" ({cfg[0]}/{cfg[1]}/{cfg[2]})" if cfg is not None and check.prediction(cfg, self.fed_boundaries())
+               is not None else f" (chain of {check.steps})")
+        return f"check predicts {value:.2f}{why}"
 
 
 # ---------------------------------------------------------------- events

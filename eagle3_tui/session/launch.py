@@ -15,6 +15,8 @@ from typing import Any
 from eagle3_tui.engines import Engine, engine_for_launch
 
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.I)
+# A launch flag whose value is a secret: whole words only, so `--max-total-tokens` and `--tokenizer-path` stay
+_SECRET_FLAG = re.compile(r"(^|[-_])(api[-_]?key|key|token|secret|password|passwd|credentials?|auth)([-_]|$)", re.I)
 DEFAULT_PORT = 30000
 """SGLang's port when its command names none (each engine has its own: `Engine.default_port`)."""
 
@@ -26,6 +28,26 @@ def is_secret_name(name: str) -> bool:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """For display, logs and the ledger: secret-looking values (HF_TOKEN, ...) replaced."""
     return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """For display (a report pasted into an issue): the value of a flag whose name looks secret
+    (`--api-key K`, `--api-key=K`, `--hf-token K`) replaced; every other word as it is."""
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next and not word.startswith("-"):
+            out.append("<redacted>")
+            hide_next = False
+            continue
+        hide_next = False
+        name, eq, _ = word.partition("=")
+        if word.startswith("-") and _SECRET_FLAG.search(name.lstrip("-")):
+            out.append(f"{name}=<redacted>" if eq else word)
+            hide_next = not eq
+        else:
+            out.append(word)
+    return out
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Bucket", "Ring", "buckets"]
+__all__ = ["Bucket", "Ring", "buckets", "gap_s", "split_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +149,20 @@ def buckets(pts: list[tuple[float, float]], n: int, t0: float | None = None, t1:
     if count:
         out.append(Bucket(ts / count, lo, total / count, hi, count))
     return out
+
+
+def gap_s(window_s: float) -> float:
+    """How long a pause in reporting (an idle server, a restart) cuts a chart's line, for a chart `window_s`
+    wide: 25 s, or a twelfth of the window. A line drawn across it would show values nobody measured."""
+    return max(25.0, window_s / 12)
+
+
+def split_runs(ts: Sequence[float], gap: float) -> list[tuple[int, int]]:
+    """Index ranges [i, j) of `ts` (ascending) with no step over `gap` inside: the pieces a chart draws as lines."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(ts) + 1):
+        if i == len(ts) or ts[i] - ts[i - 1] > gap:
+            out.append((start, i))
+            start = i
+    return [r for r in out if r[1] > r[0]]

@@ -12,7 +12,8 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 # What quitting asks about, in the words of the confirmation.
-LABELS = (("restart", "a restart"), ("sweep", "a flag sweep"), ("check", "a check"), ("bench", "a benchmark"))
+LABELS = (("restart", "a restart"), ("sweep", "a flag sweep"), ("check", "a check"), ("bench", "a benchmark"),
+          ("report", "a report"))
 
 
 def err_text(err: BaseException) -> str:

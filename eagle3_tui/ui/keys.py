@@ -25,7 +25,7 @@ HELP_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Fleet", ("fleet-drill", "fleet-sort", "fleet-sort-reverse", "fleet-filter", "fleet-filter-close",
                "fleet-refresh", "fleet-back")),
     ("Panes", ("tab-live", "tab-findings", "tab-config", "tab-accuracy", "tab-ledger")),
-    ("General", ("help", "theme-next", "screenshot", "quit", "palette")),
+    ("General", ("help", "theme-next", "screenshot", "report", "quit", "palette")),
 )
 
 # Actions that change the host (the session's one list, by the same names): hidden and refused in --readonly.

@@ -17,6 +17,7 @@ from textual.markup import escape
 
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.eagle.wiring import format_boundaries
+from eagle3_tui.telemetry import STATUS_WINDOW_S
 from eagle3_tui.ui.format import accept_level, fmt_duration, fmt_ids, fmt_num
 
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from eagle3_tui.telemetry.metrics import MetricsSummary, Telemetry
     from eagle3_tui.telemetry.series import Bucket
 
-# Session time window the live numbers in the status bar average over.
-SUMMARY_WINDOW_S = 60.0
+# Session time window the live numbers in the status bar average over (the report's too).
+SUMMARY_WINDOW_S = STATUS_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -58,26 +59,19 @@ def snapshot_of(session: Session) -> Snapshot:
 
 
 def served_config(server: ServerView) -> SpecConfig | None:
-    """The (steps, topk, draft tokens) the server runs (the effective draft tokens); None without
-    speculation or with a flag unknown."""
-    if not server.speculative or server.steps is None or server.topk is None or server.draft_tokens is None:
-        return None
-    return SpecConfig(int(server.steps), int(server.topk), int(server.draft_tokens))
+    """The (steps, topk, draft tokens) the server runs (`ServerView.spec_config`)."""
+    return server.spec_config()
 
 
 def fed_boundaries(server: ServerView) -> tuple[int, ...] | None:
-    """The boundaries that decide the accept length: decode's where graphed decode replays others."""
-    return server.decode_boundaries or server.boundaries
+    """The boundaries that decide the accept length (`ServerView.fed_boundaries`)."""
+    return server.fed_boundaries()
 
 
 def predicted(snap: Snapshot) -> float | None:
-    """The check's predicted accept length for the boundaries and the flags served now (one rule, in
-    eagle.accuracy): the status bar's "check" number and the accept chart's reference line both."""
-    if snap.check is None:
-        return None
-    from eagle3_tui.eagle.accuracy import predicted_accept_len
-
-    return predicted_accept_len(snap.check, fed_boundaries(snap.server), served_config(snap.server))
+    """The check's predicted accept length for the boundaries and the flags served now (`ServerView.predicted`,
+    over eagle.accuracy's one rule): the status bar's "check" number and the accept chart's reference line both."""
+    return snap.server.predicted(snap.check)
 
 
 def predicted_for_flags(snap: Snapshot) -> bool:
@@ -276,15 +270,10 @@ class ChartData:
 
     def runs(self) -> list[tuple[list[float], list[float]]]:
         """The points cut where nothing was reported for a while (an idle server, a restart): a line drawn
-        across such a gap would show values nobody measured. A gap is over 25 s, or a twelfth of the window."""
-        gap = max(25.0, self.window_s / 12)
-        out: list[tuple[list[float], list[float]]] = []
-        start = 0
-        for i in range(1, len(self.xs) + 1):
-            if i == len(self.xs) or self.xs[i] - self.xs[i - 1] > gap:
-                out.append((self.xs[start:i], self.ys[start:i]))
-                start = i
-        return out
+        across such a gap would show values nobody measured (`telemetry.series.gap_s`, the report's rule too)."""
+        from eagle3_tui.telemetry.series import gap_s, split_runs
+
+        return [(self.xs[i:j], self.ys[i:j]) for i, j in split_runs(self.xs, gap_s(self.window_s))]
 
 
 def series(
@@ -309,12 +298,9 @@ def accept_series(snap: Snapshot, *, t_end: float, window_s: float, points: int,
     """Accept length, with the check's prediction for the served boundaries as a reference line."""
     data = series(snap.telemetry, "accept_len", t_end=t_end, window_s=window_s, points=points, defer=defer)
     expected = predicted(snap)
-    if expected:
-        cfg = served_config(snap.server)
-        steps = snap.check.steps if snap.check is not None else None
-        why = (f" ({cfg[0]}/{cfg[1]}/{cfg[2]})" if cfg is not None and predicted_for_flags(snap)
-               else f" (chain of {steps})" if steps is not None else "")
-        data.references.append((float(expected), f"check predicts {expected:.2f}{why}"))
+    label = snap.server.predicted_label(snap.check)
+    if expected and label:
+        data.references.append((float(expected), label))
     return data
 
 

@@ -87,6 +87,8 @@ class MainScreen(Screen[None]):
             tooltip="Flag sweep: serve the best configs in turn, benchmark each, restore",
             show=False, id="sweep",
         ),
+        Binding("r", "report", "Write report (Markdown + PNG charts)",
+                tooltip="Write the shareable report: Markdown with PNG charts, into a new folder", show=False, id="report"),
         Binding("1", "show_tab('live')", "Live", show=False, id="tab-live"),
         Binding("2", "show_tab('findings')", "Findings", show=False, id="tab-findings"),
         Binding("3", "show_tab('config')", "Config", show=False, id="tab-config"),
@@ -497,7 +499,7 @@ class MainScreen(Screen[None]):
             return False
         if self.refused(action) is not None:
             return None  # shown disabled; pressing its key says why (on_key)
-        if action in ("rollback", "restart", "sweep", "check", "bench", "bench_baseline", "preset"):
+        if action in ("rollback", "restart", "sweep", "check", "bench", "bench_baseline", "preset", "report"):
             return self.session is not None and self.panes_ready
         if action == "cancel":
             busy = self.jobs.busy("check") or self.jobs.busy("bench") or self.jobs.busy("sweep")
@@ -723,6 +725,26 @@ class MainScreen(Screen[None]):
 
     def _bench_failed(self, why: str) -> None:
         self.ledger_pane.progress = None
+
+    # -- the report -------------------------------------------------------------------------------------------
+    def action_report(self) -> None:
+        """Write the shareable report where screenshots go and say where. It writes only local files, so
+        --readonly leaves it on."""
+        session = self.session
+        assert session is not None
+        if self.jobs.busy("report"):
+            self.notify("a report is already being written", severity="warning")
+            return
+        self.jobs.run("report", self._write_report(session), "report")
+
+    async def _write_report(self, session: Session) -> None:
+        import asyncio
+
+        from eagle3_tui.report import gather, write_report
+
+        data = gather(session)  # here, on the thread that owns the telemetry rings
+        path = await asyncio.to_thread(write_report, data, base=self.options.screenshot_dir)
+        self.notify(f"report written: {path}", timeout=12)
 
     # -- the flag sweep ------------------------------------------------------------------------------------
     def action_sweep(self) -> None:
