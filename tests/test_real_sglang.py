@@ -6,7 +6,7 @@ test that does not restart it, and is then taken by the story (`real_sglang_take
 killed scheduler, through the CLI, on that same server). One torch_native server without a log file serves the
 greedy reference and the no-log attach; each start that must fail is its own (they die in seconds or at warm-up).
 Nothing here is mocked: SGLang's scheduler, EAGLE-3 worker, layer capture, log, /metrics and /server_info are
-SGLang's own; only the CPU kernels are the pure-torch stand-in (engines/sglang/cpu_support). Numbers asserted
+SGLang's own; only the CPU kernels are the pure-torch stand-in (real_engines/sglang/cpu_support). Numbers asserted
 are relations or come from the world's own metrics.
 """
 

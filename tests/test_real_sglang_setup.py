@@ -54,5 +54,5 @@ def test_demo_on_sglang_without_the_venv_says_how_to_build_it(monkeypatch, capsy
 
 def test_the_checkout_has_the_support_folder():
     root = Path(real_sglang.checkout_root())
-    assert (root / "engines" / "sglang" / "cpu_support" / "sgl_kernel" / "__init__.py").exists()
-    assert (root / "engines" / "sglang" / "requirements.txt").exists()
+    assert (root / "real_engines" / "sglang" / "cpu_support" / "sgl_kernel" / "__init__.py").exists()
+    assert (root / "real_engines" / "sglang" / "requirements.txt").exists()

@@ -1,4 +1,4 @@
-"""The pure-torch `sgl_kernel` stand-in (engines/sglang/cpu_support, test and demo support for the real
+"""The pure-torch `sgl_kernel` stand-in (real_engines/sglang/cpu_support, test and demo support for the real
 SGLang lane) against plain torch references written differently: each op in isolation, on small tensors.
 
 It needs only torch, so it runs in the fast lane; the real_sglang lane shows the same ops inside SGLang.
@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-SUPPORT = Path(__file__).resolve().parents[1] / "engines" / "sglang" / "cpu_support"
+SUPPORT = Path(__file__).resolve().parents[1] / "real_engines" / "sglang" / "cpu_support"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Real SGLang 0.5.23 serving the demo world on this CPU: where its venv is, its flags and environment.
 
-`make sglang` builds `.venv-sglang` in the checkout; the checkout's `engines/sglang/cpu_support` folder holds
+`make sglang` builds `.venv-sglang` in the checkout; the checkout's `real_engines/sglang/cpu_support` folder holds
 the test and demo support SGLang needs on a CPU (a torchvision import seed and a pure-torch `sgl_kernel`).
 The product only names that folder on the server's PYTHONPATH; it never imports it.
 The flags are the ones SGLang 0.5.23 needs here (research: real_engines.md): `--device cpu
@@ -52,7 +52,7 @@ def find_real_sglang(root: Path | str | None = None) -> RealSglang | None:
     """The checkout's `.venv-sglang` with its support folder; None where either is missing."""
     base = Path(root) if root is not None else checkout_root()
     python = base / VENV / "bin" / "python"
-    support = base / "engines" / "sglang" / "cpu_support"
+    support = base / "real_engines" / "sglang" / "cpu_support"
     if not python.exists() or not (support / "sgl_kernel" / "__init__.py").exists():
         return None
     return RealSglang(python=python, support=support)

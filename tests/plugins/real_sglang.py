@@ -4,7 +4,7 @@
   wait_ready=True) -> RealServer`: starts the server as a user does, `python -m sglang.launch_server ...
   2> server.log` (stdout to its own file; `log=False`: no log file at all, stdout and stderr to /dev/null), in its own
   process group, with the environment `session.real_sglang` gives (SGLANG_USE_CPU_ENGINE, OMP_NUM_THREADS,
-  PYTHONPATH with engines/sglang/cpu_support; `user_env` over the test's own), and waits for SGLang's ready line (or its exit).
+  PYTHONPATH with real_engines/sglang/cpu_support; `user_env` over the test's own), and waits for SGLang's ready line (or its exit).
 - `real_sglang`: one EAGLE-3 server (3 steps, topk 1 and 16 draft tokens asked for, which SGLang's topk-1 rule
   serves as 4; a draft copy without a layer-id key: SGLang's default wiring; `--log-requests`) shared by every test that does not
   restart it. `real_sglang_taken`: that same server handed to one test that restarts and ends it (the lane's
