@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eagle3_tui.sim.recipe import BENCH_NEW_TOKENS, BENCH_REQUESTS
+
 # (steps, topk, draft tokens) of tests/test_predict_demo.py and the benchmark: two chains and two trees
 # sharing 8 and 16 verify tokens, and the chain of 3 the demo serves.
 PREDICT_CONFIGS: tuple[tuple[int, int, int], ...] = ((3, 1, 4), (3, 4, 8), (5, 4, 16), (7, 1, 8), (15, 1, 16))
 
 
 def measure_accept_len(target_dir: Path | str, draft_dir: Path | str, config: tuple[int, int, int], *,
-                       requests: int = 32, tokens: int = 64, embed_patch: bool = True) -> float:
+                       requests: int = BENCH_REQUESTS, tokens: int = BENCH_NEW_TOKENS,
+                       embed_patch: bool = True) -> float:
     """Accept length of the sim's engine over `requests` demo prompts of `tokens` new tokens each."""
     from eagle3_tui.sim.engine import Engine
     from eagle3_tui.sim.prompts import demo_prompts

@@ -247,28 +247,32 @@ def train_draft(
 
 
 @torch.no_grad()
-def evaluate(model: Eagle3Drafter, cap: Captured, wiring: Sequence[int], steps: int) -> dict[str, Any]:
+def evaluate(model: Eagle3Drafter, cap: Captured, wiring: Sequence[int], steps: int,
+             loss_mask: Tensor | None = None) -> dict[str, Any]:
     """Top-1 (step 0) and chain accept length under a wiring, against the target's greedy tokens.
 
-    Positions count when the target token is known (all but the last `steps`); a draft token
-    outside the draft vocab counts as wrong (SpecForge's definition).
+    Positions count when the target token is known (all but the last `steps`) and, given the rows'
+    `loss_mask` (B, T), where the token the position reads is in it (the check's positions); a draft
+    token outside the draft vocab counts as wrong (SpecForge's definition).
     """
     ids, aux, targets = aligned(cap, wiring)
     outs = model.chain_forward(ids, aux, steps)
     t = ids.shape[1] - steps
+    keep = torch.ones_like(ids[:, :t], dtype=torch.bool) if loss_mask is None else loss_mask[:, 1 : 1 + t].bool()
+    n = max(1, int(keep.sum()))
     correct = []
     for s, logits in enumerate(outs):
         # step s at position i drafts the token after x_{i+1+s}: the target's choice targets[i + s]
         pred = model.to_target_ids(logits.argmax(-1))[:, :t]
         correct.append(pred == targets[:, s : s + t])
-    top1 = correct[0].float().mean().item()
-    run = torch.ones_like(correct[0])
+    top1 = int((correct[0] & keep).sum()) / n
+    run = keep
     accept = 1.0
     step_accept = []
     prev = 1.0
     for c in correct:
         run = run & c
-        rate = run.float().mean().item()
+        rate = int(run.sum()) / n
         step_accept.append(rate / prev if prev > 0 else 0.0)
         prev = rate
         accept += rate
