@@ -1,7 +1,7 @@
 """An apply killed at every step, through the public CLI, locally and over the real sshd.
 
 `EAGLE3_TUI_FAULT=<point>` makes `eagle3-tui apply train-[:-1] --yes` SIGKILL itself at that point
-(eagle3_tui/faults.py). After each kill: the draft config holds exactly the old or the new bytes;
+(eagle3_tui/remote/faults.py). After each kill: the draft config holds exactly the old or the new bytes;
 the next command says what it found; `rollback --yes` leaves the old bytes (restarting the sim
 server when there was something to undo); and after the next write no `.config.json.tmp-*` is left.
 """

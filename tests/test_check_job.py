@@ -148,7 +148,7 @@ def test_every_module_in_the_zip_imports_on_a_bare_python(tmp_path: Path) -> Non
     import subprocess
 
     names = shipped.modules()
-    assert {"eagle3_tui.eagle.accuracy", "eagle3_tui.eagle.drafter", "eagle3_tui.readers",
+    assert {"eagle3_tui.eagle.accuracy", "eagle3_tui.eagle.drafter", "eagle3_tui.formats.readers",
             "eagle3_tui.errors"} <= set(names)  # drafter only inside a function; readers and errors two levels down
     assert not any(n.startswith(("eagle3_tui.session", "eagle3_tui.ui", "eagle3_tui.sim")) for n in names)
     assert "eagle3_tui.eagle.tree" not in names  # the sim's, not the check's

@@ -23,7 +23,7 @@ from eagle3_tui.fleet import (
 )
 from eagle3_tui.fleet.diagnosis import worst_finding
 from eagle3_tui.fleet.rows import with_reading
-from eagle3_tui.promtext import MetricsUnreadable
+from eagle3_tui.formats.promtext import MetricsUnreadable
 from tests.fleet_fakes import scale_vllm, sglang_metrics, vllm_metrics
 
 FLEET = """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.readers import json_object, parse_json, sub_object, text_file
+from eagle3_tui.formats.readers import json_object, parse_json, sub_object, text_file
 from tests.plugins.world import free_port, stop_processes_under
 from tests.test_apply_killed_midway import cli
 

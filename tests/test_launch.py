@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.launch_config import config_tokens
+from eagle3_tui.formats.launch_config import config_tokens
 from eagle3_tui.sglang.launch import (
     KIND_LAUNCH_SERVER,
     KIND_SERVE,

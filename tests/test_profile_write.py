@@ -9,7 +9,7 @@ import pytest
 
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import read_profiles
-from eagle3_tui.profile_write import edit_table, save_profile_values
+from eagle3_tui.profile.write import edit_table, save_profile_values
 
 if sys.version_info >= (3, 11):
     import tomllib

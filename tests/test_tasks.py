@@ -1,4 +1,4 @@
-"""`eagle3_tui.tasks.wait_for`: a cancel that lands as the awaited thing finishes is kept.
+"""`eagle3_tui.remote.tasks.wait_for`: a cancel that lands as the awaited thing finishes is kept.
 
 Found under xdist on a loaded machine: `eagle3-tui bench` hung in `Session.close`, its monitor task
 "cancelling" but still polling, because Python 3.11's `asyncio.wait_for` had returned a finished
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from eagle3_tui.tasks import wait_for
+from eagle3_tui.remote.tasks import wait_for
 
 
 async def _cancel_as_it_finishes(wait) -> str:

@@ -303,7 +303,7 @@ async def _watch(session: Session, args: argparse.Namespace) -> int:
 async def _bench(session: Session, args: argparse.Namespace) -> int:
     import json
 
-    from eagle3_tui.readers import text_file
+    from eagle3_tui.formats.readers import text_file
     from eagle3_tui.sglang.client import load_prompt_sets
 
     prompts = load_prompt_sets(text_file(args.prompts, "the prompts file")) if args.prompts else None

@@ -130,7 +130,7 @@ def _read_json(path: str, what: str) -> dict[str, Any]:
     """A config file as a JSON object, through the one validating reader (NaN, nesting, wrong types)."""
     from pathlib import Path
 
-    from eagle3_tui.readers import json_object
+    from eagle3_tui.formats.readers import json_object
 
     try:
         data = Path(path).expanduser().read_bytes()

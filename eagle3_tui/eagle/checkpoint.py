@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from eagle3_tui.eagle.trainers import SGLANG_0_5_6, ServedLoader
 from eagle3_tui.errors import UserError
-from eagle3_tui.readers import json_object
+from eagle3_tui.formats.readers import json_object
 
 
 class BadInput(UserError):

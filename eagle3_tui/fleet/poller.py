@@ -26,7 +26,7 @@ from eagle3_tui.fleet.promapi import InstanceRead, PrometheusReader
 from eagle3_tui.fleet.readings import read_metrics
 from eagle3_tui.fleet.rows import FleetRow, Point, failed, mark_outliers, with_reading
 from eagle3_tui.fleet.spec import FleetEntry, FleetSpec
-from eagle3_tui.promtext import MetricsUnreadable
+from eagle3_tui.formats.promtext import MetricsUnreadable
 
 INFO_EVERY_S = 30.0
 """How often the release and flags are read again (and at once after a restart)."""

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from eagle3_tui.errors import UserError
 from eagle3_tui.fleet.readings import ALL_NAMES, engine_of, reading_from_samples
 from eagle3_tui.fleet.rows import Point
-from eagle3_tui.promtext import MetricSample
+from eagle3_tui.formats.promtext import MetricSample
 
 UP = "up"
 SELECTOR = '{__name__=~"' + "|".join(re.escape(n).replace("\\:", ":") for n in (*ALL_NAMES, UP)) + '"}'

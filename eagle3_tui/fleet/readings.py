@@ -1,6 +1,6 @@
 """One server's `/metrics` answer as the numbers a fleet row is made of (pure).
 
-The text is read with the project's one exposition parser (`eagle3_tui.promtext`), the names are each
+The text is read with the project's one exposition parser (`eagle3_tui.formats.promtext`), the names are each
 engine's own (`sglang.promtext`, `vllm.metrics`). Only the lines of the families a row uses are handed to
 the parser: a real vLLM answer is ~600 lines of histograms the row never shows, and fifty servers are read
 every interval. The same `Reading` is built from a Prometheus server's answer (`promapi`), so a row is
@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eagle3_tui.promtext import MetricSample, MetricsUnreadable, read_samples
+from eagle3_tui.formats.promtext import MetricSample, MetricsUnreadable, read_samples
 from eagle3_tui.sglang import promtext as sgl
 from eagle3_tui.vllm import metrics as vm
 

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from eagle3_tui import faults
+from eagle3_tui.remote import faults
 from eagle3_tui.remote.errors import FileChanged
 from eagle3_tui.remote.types import WriteResult
 

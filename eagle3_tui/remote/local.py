@@ -17,14 +17,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from eagle3_tui import faults
+from eagle3_tui.remote import faults
 from eagle3_tui.remote.atomic import fsync_dir, write_atomic
 from eagle3_tui.remote.errors import CommandTimeout, HostError, RemoteFileNotFound
 from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.procgroup import signal_group, stop_group
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
+from eagle3_tui.remote.tasks import wait_for
 from eagle3_tui.remote.types import FileStat, RunResult, WriteResult
-from eagle3_tui.tasks import wait_for
 
 READ_LIMIT = 16 * 1024 * 1024
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from typing import Any
 
 import asyncssh
 
-from eagle3_tui import faults
+from eagle3_tui.remote import faults
 from eagle3_tui.remote.atomic import write_atomic
 from eagle3_tui.remote.errors import (
     AuthFailed,
@@ -42,8 +42,8 @@ from eagle3_tui.remote.errors import (
 from eagle3_tui.remote.host import Host
 from eagle3_tui.remote.sftp_follow import SftpPoller, sftp_read
 from eagle3_tui.remote.stream import STDERR_KEEP, ProcChannel
+from eagle3_tui.remote.tasks import wait_for
 from eagle3_tui.remote.types import ConnState, FileStat, FollowCursor, RunResult, WriteResult
-from eagle3_tui.tasks import wait_for
 
 # asyncssh logs connection failures; with no handler configured Python would print warnings to
 # stderr, straight over the terminal UI. They still propagate to handlers the app installs.

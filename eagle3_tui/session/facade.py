@@ -488,7 +488,7 @@ class Session:
         return got
 
     def _save_data_settings(self, got: TrainingData) -> None:
-        from eagle3_tui.profile_write import Value, save_profile_values
+        from eagle3_tui.profile.write import Value, save_profile_values
 
         if not self.profile.source:
             raise UserError(f"the {self.profile.name} profile is not read from a file: nothing to save it to")

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.openai_answer import CHAT_PATH, RAW_PATH, read_openai_answer
-from eagle3_tui.readers import kind_of
+from eagle3_tui.formats.openai_answer import CHAT_PATH, RAW_PATH, read_openai_answer
+from eagle3_tui.formats.readers import kind_of
 from eagle3_tui.vllm.api import request_spec, served_models
 
 if TYPE_CHECKING:

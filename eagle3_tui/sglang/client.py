@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import httpx
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.openai_answer import CHAT_PATH, read_openai_answer
-from eagle3_tui.readers import kind_of, parse_json, sub_object
+from eagle3_tui.formats.openai_answer import CHAT_PATH, read_openai_answer
+from eagle3_tui.formats.readers import kind_of, parse_json, sub_object
 from eagle3_tui.sglang.promtext import MetricSample, read_samples_lenient
 from eagle3_tui.sglang.requests import ALL, SetAccept, accept_by_set, percentile
 

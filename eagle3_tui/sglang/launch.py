@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.launch_config import config_tokens, read_config_mapping
+from eagle3_tui.formats.launch_config import config_tokens, read_config_mapping
 
 # Typed field -> the spellings SGLang accepts (canonical first). `--speculative-algo` and
 # `--speculative-draft` are argparse abbreviations seen in many real commands.

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_tui.tracebacks import TracebackBuffer
+from eagle3_tui.formats.tracebacks import TracebackBuffer
 
 __all__ = [
     "KEY_NEEDLES",

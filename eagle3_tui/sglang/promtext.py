@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-# The format itself is engine-neutral (eagle3_tui.promtext); these names stay importable from here.
-from eagle3_tui.promtext import MetricSample, MetricsUnreadable, read_samples, read_samples_lenient
+# The format itself is engine-neutral (eagle3_tui.formats.promtext); these names stay importable from here.
+from eagle3_tui.formats.promtext import MetricSample, MetricsUnreadable, read_samples, read_samples_lenient
 
 __all__ = ["MetricSample", "MetricsUnreadable", "by_rank", "read_samples", "read_samples_lenient"]
 

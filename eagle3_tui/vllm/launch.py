@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.launch_config import config_tokens, read_config_mapping
+from eagle3_tui.formats.launch_config import config_tokens, read_config_mapping
 
 KIND_SERVE = "vllm serve"
 KIND_API_SERVER = "vllm.entrypoints.openai.api_server"

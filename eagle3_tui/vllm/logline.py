@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_tui.tracebacks import TracebackBuffer
+from eagle3_tui.formats.tracebacks import TracebackBuffer
 
 __all__ = [
     "Architecture",

@@ -19,7 +19,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from eagle3_tui.promtext import MetricSample, read_samples_lenient
+from eagle3_tui.formats.promtext import MetricSample, read_samples_lenient
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"

@@ -3,7 +3,7 @@
 The doctor's rules reason over facts; a fact that could not be read is simply absent, and no rule
 fires on an absence, so a broken input would read as "no findings". These findings say instead what
 is broken, with the evidence, and what SGLang (or the check) will do with it. The draft config goes
-through the one validating reader (`eagle3_tui.readers`): invalid UTF-8, not JSON, NaN/Infinity,
+through the one validating reader (`eagle3_tui.formats.readers`): invalid UTF-8, not JSON, NaN/Infinity,
 nesting too deep, or not an object.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_tui.doctor.findings import Evidence, Finding
 from eagle3_tui.errors import UserError
-from eagle3_tui.readers import json_object
+from eagle3_tui.formats.readers import json_object
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile

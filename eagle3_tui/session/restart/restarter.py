@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from eagle3_tui import faults
 from eagle3_tui.errors import UserError
+from eagle3_tui.remote import faults
 from eagle3_tui.session.claim import RestartClaim
 from eagle3_tui.session.connection import ClientFactory
 from eagle3_tui.session.events import RestartFailed, RestartProgress

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from eagle3_tui import faults
 from eagle3_tui.errors import UserError
+from eagle3_tui.remote import faults
 from eagle3_tui.remote.errors import RemoteFileNotFound
 from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.store.local import LocalStore, Undo

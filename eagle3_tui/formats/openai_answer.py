@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_tui.errors import UserError
-from eagle3_tui.readers import kind_of
+from eagle3_tui.formats.readers import kind_of
 
 CHAT_PATH = "/v1/chat/completions"
 RAW_PATH = "/v1/completions"
