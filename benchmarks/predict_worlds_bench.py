@@ -4,13 +4,14 @@ For each world: the accuracy check's prediction (held-out data, the trained wiri
 draft config with the embed-capture patch) for every configuration of tests/test_predict_demo.py, and
 the sim engine's accept length for the same configuration on the greedy demo requests. Prints one row
 per (seed, config): predicted, measured, predicted / measured, and whether the two order the
-configurations alike. The target (issue 20): every ratio within 10%, the same order, on seeds 0, 1, 2.
+configurations alike. The target (issues 20, 29): every ratio within 10%, the same order, on seeds 0, 1, 2,
+built from nothing (benchmarks/MEASURED.md has the table of fresh rebuilds).
 
     .venv/bin/python benchmarks/predict_worlds_bench.py [--seeds 0 1 2] [--world DIR ...]
                                                         [--requests 32] [--tokens 64] [--json FILE]
 
 Worlds of `--seeds` come from the cache (`python -m eagle3_tui.sim.world ensure --seed N` builds one,
-about 4 CPU-minutes); `--world DIR` takes built world directories (`... world build DIR --seed N`).
+2.5-4 CPU-minutes); `--world DIR` takes built world directories (`... world build DIR --seed N`).
 """
 
 from __future__ import annotations
