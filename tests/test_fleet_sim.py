@@ -17,7 +17,10 @@ import httpx
 from eagle3_tui.fleet import DirectFleet, parse_fleet
 from tests.fleet_fakes import fake_server
 
-SPEC = ("--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1", "--enable-metrics")
+# SGLang sets its accept-length gauge at each decode log: every 5 decode steps, so that the two requests of
+# `generate` log on any world (at the default 40, a draft accepting 3 a step finishes them unlogged)
+SPEC = ("--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1", "--enable-metrics",
+        "--decode-log-interval", "5")
 ROOT = Path(__file__).resolve().parents[1]
 
 
