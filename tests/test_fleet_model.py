@@ -159,6 +159,10 @@ def test_worst_finding_from_server_info_launch_command() -> None:
     found = worst_finding(row("a", 2.0), info)
     assert found is not None and found.rule_id == "steps-override"
     assert worst_finding(row("a", 2.0), {**info, "launch_command": info["launch_command"].replace("16", "4")}) is None
+    # as real 0.5.23 writes it: launch_server's sys.argv[1:], the flags without the program
+    flags_only = info["launch_command"].removeprefix("python -m sglang.launch_server ")
+    found = worst_finding(row("a", 2.0), {**info, "launch_command": flags_only})
+    assert found is not None and found.rule_id == "steps-override"
 
 
 def test_a_server_without_speculation_reads_as_no_spec() -> None:

@@ -56,7 +56,8 @@ async def test_fleet_over_real_vllm_and_sim_sglang(real_vllm: Any, sim_server: A
     the sim SGLang server, which speaks SGLang's /metrics and /server_info."""
     vllm = real_vllm.server("trained")
     sim = sim_server("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--enable-metrics")
+                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--enable-metrics",
+                     "--decode-log-interval", "5")  # its accept gauge is set at each decode log, on any world
     spec = parse_fleet({"timeout_s": 30, "window_s": 600, "server": [
         {"name": "sim-sglang", "base_url": sim.base_url, "engine": "sglang"},
         {"name": "vllm-0", "base_url": vllm.base_url, "engine": "vllm"},

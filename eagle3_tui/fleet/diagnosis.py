@@ -19,16 +19,22 @@ from eagle3_tui.sglang.launch import parse_launch
 
 
 def launch_argv(info: Mapping[str, Any]) -> list[str] | None:
-    """The launch command `/server_info` reports (a string or a list; SGLang 0.5.23 has it), else None."""
+    """The launch command `/server_info` reports (a string or a list; SGLang 0.5.23 has it), else None.
+
+    0.5.23's is `sys.argv[1:]` of `launch_server` joined (`prepare_server_args(sys.argv[1:])`): the flags
+    without the program, which is put back in front so the launch reads as the command it was."""
     raw = info.get("launch_command")
+    argv: list[str] | None = None
     if isinstance(raw, str) and raw.strip():
         try:
-            return shlex.split(raw)
+            argv = shlex.split(raw)
         except ValueError:
             return None
-    if isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
-        return list(raw)
-    return None
+    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+        argv = list(raw)
+    if argv and argv[0].startswith("-"):
+        argv = ["python", "-m", "sglang.launch_server", *argv]
+    return argv
 
 
 def facts_for(row: FleetRow, info: Mapping[str, Any] | None) -> Facts:
