@@ -14,7 +14,7 @@ import pytest
 
 from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.presets import NO_GRAPH_PRESET, TRAIN_PRESET, set_flags
+from eagle3_tui.session.presets.catalog import NO_GRAPH_PRESET, TRAIN_PRESET, set_flags
 from tests.plugins.ports import free_port
 from tests.plugins.world import stop_processes_under
 

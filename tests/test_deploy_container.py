@@ -27,7 +27,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import Session
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import DEFAULT_PRESET
+from eagle3_tui.session.presets.catalog import DEFAULT_PRESET
 from tests.plugins.world import SPEC_ARGS, free_port, make_draft_dir
 
 CID = "3f2a9c" + "e" * 58

@@ -213,7 +213,7 @@ async def test_greedy_reference_and_a_server_with_no_log_file(real_sglang, real_
 def _own_profile(real, world, tmp_path: Path, **flags) -> Profile:
     """The demo's real-SGLang profile (the seeds' broken flags unless `flags` says otherwise), launched by
     the session's one launch path, its log at state/server.log."""
-    from eagle3_tui.session.real_sglang import demo_profile, server_argv
+    from eagle3_tui.session.demo.real_sglang import demo_profile, server_argv
     from tests.plugins.ports import free_port
 
     profile = demo_profile(world, real, port=free_port(), state_dir=tmp_path / "demo")

@@ -20,7 +20,7 @@ from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile, demo_profile
 from eagle3_tui.session import ReadOnlyError, RestartFailed, RestartProgress, Session
-from eagle3_tui.session.presets import set_flags
+from eagle3_tui.session.presets.catalog import set_flags
 from tests.plugins.ports import free_port
 
 pytestmark = pytest.mark.slow

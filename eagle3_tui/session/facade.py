@@ -69,7 +69,7 @@ from eagle3_tui.session.launch import LaunchSpec
 from eagle3_tui.session.live.logfeed import LOG_TAIL_LINES, LogFeed
 from eagle3_tui.session.live.monitor import GroupGone, ServerMonitor
 from eagle3_tui.session.live.runstate import RunTracker
-from eagle3_tui.session.presets import (
+from eagle3_tui.session.presets.catalog import (
     NO_SPEC_PRESET,
     ApplyPlan,
     find_preset,
@@ -681,8 +681,8 @@ class Session:
         """Benchmark through the HTTP API; record it in the ledger (a baseline sets the reference tok/s).
         Prompts go as chat in the served model's template unless `raw` (the ledger row says which), through
         the serving engine's API (`senders.bench_sender`)."""
-        from eagle3_tui.session.chat import NO_TEMPLATE, chat_mode
-        from eagle3_tui.session.senders import bench_sender
+        from eagle3_tui.session.bench.chat import NO_TEMPLATE, chat_mode
+        from eagle3_tui.session.bench.senders import bench_sender
         from eagle3_tui.sglang.client import run_benchmark
 
         if self.server.state not in ("ready", "unknown"):

@@ -23,7 +23,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.presets.catalog import ApplyPlan
 from eagle3_tui.session.terms import EngineTerms, terms_for
 from eagle3_tui.sglang import launch
 

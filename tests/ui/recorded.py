@@ -129,7 +129,7 @@ def recorded_predict_report():
 
 def recorded_plan(session: Session):
     """The plan for the `train-[:-1]` preset against the recorded draft config (the real planner)."""
-    from eagle3_tui.session.presets import find_preset, plan_layers
+    from eagle3_tui.session.presets.catalog import find_preset, plan_layers
 
     preset = find_preset(session.presets(), "train-[:-1]")
     return plan_layers(

@@ -19,7 +19,7 @@ from textual.widgets import DataTable
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.demo import attach_and_start, stop_and_close
+from eagle3_tui.session.demo.lifecycle import attach_and_start, stop_and_close
 from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.app import Eagle3App
 from eagle3_tui.ui.factory import make_app

@@ -180,7 +180,7 @@ class RealEngine:
 def real_engine(engine: str) -> RealEngine:
     """What serves `--demo --engine ENGINE` for a real engine; UserError for another name."""
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session import real_sglang, real_vllm
+    from eagle3_tui.session.demo import real_sglang, real_vllm
 
     flags = "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1"
     engines = {
