@@ -227,9 +227,9 @@ def _own_profile(real, world, tmp_path: Path, **flags) -> Profile:
 async def _stop(session: Session) -> None:
     try:
         if not session.restarting:
-            await session.refresh_servers()
+            await session.survey.refresh_servers()
         if session.server.pgid and not session.restarting:
-            await session.stop_server()
+            await session.control.stop()
     finally:
         await session.close()
 
@@ -381,7 +381,7 @@ async def test_a_server_that_fails_at_start_ends_in_one_sentence(real_sglang_env
     try:
         await session.attach()
         with pytest.raises((RestartFailed, Exception)) as err:
-            await session.start_server()
+            await session.control.start()
         text = f"{err.value} {session.server.message}"
         assert re.search(expect, text, re.I), text
         assert "\n" not in str(err.value).strip()

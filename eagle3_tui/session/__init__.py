@@ -12,7 +12,7 @@ sub-packages by family:
 - `store/`: the local store, the changes written and undone, the ledger;
 - `check/`: the accuracy check as a job on the host;
 - `presets/`: the preset catalogue and plans, each engine's presets;
-- `bench/`: the benchmark's prompt format (chat or raw) and the engine's API it goes through;
+- `measure/`: the benchmark (its prompt format, chat or raw, and the engine's API it goes through) and the accuracy check with its training data;
 - `demo/`: the demo world's lifecycle and the real engines' demo launch helpers.
 
 Only the names below are the package's contract: an import-linter contract keeps `ui/` and `commands/`

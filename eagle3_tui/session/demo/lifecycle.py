@@ -221,14 +221,14 @@ async def attach_and_start(session: Session) -> None:
     """Attach, and start the server unless one is up or coming up."""
     await session.attach()
     if session.server.state not in ("ready", "starting"):
-        await session.start_server()
+        await session.control.start()
 
 
 async def stop_and_close(session: Session) -> None:
     """Quit the demo: stop the sim server it started, then detach."""
     try:
         if session.server.pgid or session.server.pid:
-            await session.stop_server()
+            await session.control.stop()
     finally:
         await session.close()
 
