@@ -12,11 +12,17 @@ sub-packages by family:
 - `store/`: the local store, the changes written and undone, the ledger;
 - `check/`: the accuracy check as a job on the host;
 - `presets/`: the preset catalogue and plans, each engine's presets;
-- `measure/`: the benchmark (its prompt format, chat or raw, and the engine's API it goes through) and the accuracy check with its training data;
+- `attached/`: what the parts share of the attached server (`Known`), looking at the host again
+  (`Survey`: servers, launch facts, the doctor's findings), ledger rows (`Recorder`);
+- `control/`: what changes what runs: the server started, stopped, restarted (`ServerControl`), the
+  presets applied and rolled back (`Presets`);
+- `measure/`: the benchmark (its prompt format, chat or raw, and the engine's API it goes through) and
+  the accuracy check with its training data;
 - `demo/`: the demo world's lifecycle and the real engines' demo launch helpers.
 
 Only the names below are the package's contract: an import-linter contract keeps `ui/` and `commands/`
-on them.
+on them. The UI and commands reach the parts as a session's attributes: `session.control`,
+`session.presets`, `session.bench`, `session.accuracy`, `session.survey`, `session.records`.
 """
 
 from __future__ import annotations
