@@ -22,8 +22,8 @@ import httpx
 
 from eagle3_tui.eagle.drafter import expected_accept_length
 from eagle3_tui.remote.procgroup import stop_group
-from eagle3_tui.session.demo import free_port
-from eagle3_tui.session.real_sglang import MISSING, find_real_sglang, server_argv
+from eagle3_tui.session.demo.lifecycle import free_port
+from eagle3_tui.session.demo.real_sglang import MISSING, find_real_sglang, server_argv
 from eagle3_tui.sim.world import ensure_world
 
 PROMPTS = ["def fibonacci(n):\n    ", "The quick brown fox", "import numpy as np\n", "class Stack:\n    def ",

@@ -63,7 +63,7 @@ def test_a_keyed_server_polled_and_benchmarked_through_the_profiles_key(keyed_se
             await s.attach()
             info = await s.poll_server_info()
             assert info.get("speculative_algorithm") == "EAGLE3"
-            r = await s.benchmark(num_prompts=2, concurrency=2, max_tokens=8)
+            r = await s.bench.run(num_prompts=2, concurrency=2, max_tokens=8)
             assert r.ok == 2 and r.errors == 0 and r.output_tps > 0
         finally:
             await s.close()
@@ -86,7 +86,7 @@ def test_a_keyed_server_without_the_key_or_with_a_wrong_one_is_one_401_sentence(
         try:
             await s.attach()
             with pytest.raises(Unauthorized, match="with a wrong API key: it runs with --api-key"):
-                await s.benchmark(num_prompts=1, concurrency=1, max_tokens=4)
+                await s.bench.run(num_prompts=1, concurrency=1, max_tokens=4)
         finally:
             await s.close()
 

@@ -58,12 +58,12 @@ async def test_doctor_reports_a_broken_draft_config_with_evidence(tmp_path, monk
     session = _session(tmp_path)
     (tmp_path / "draft" / "config.json").write_bytes(data)
     async with session:
-        findings = await session.refresh_findings()
+        findings = await session.survey.refresh_findings()
         f = next(f for f in findings if f.rule_id == "draft-config-malformed")
         assert f.severity == "error" and any(says in e.detail for e in f.evidence), f.evidence
         assert any(e.source == "SGLang" and "will not start" in e.detail for e in f.evidence)
         with pytest.raises(UserError, match=says.split(",")[0]) as info:
-            await session.plan_apply("train-[:-1]" if session.profile.data_slots else "sglang-default")
+            await session.presets.plan("train-[:-1]" if session.profile.data_slots else "sglang-default")
         assert "cannot be applied" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -72,7 +72,7 @@ async def test_doctor_reports_a_missing_config_a_corrupt_checkpoint_and_missing_
     session = _session(tmp_path, data_glob=str(tmp_path / "nowhere" / "*.ckpt"))
     (tmp_path / "draft" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{trunc")
     async with session:
-        ids = {f.rule_id: f for f in await session.refresh_findings()}
+        ids = {f.rule_id: f for f in await session.survey.refresh_findings()}
     assert "draft-config-unreadable" in ids and "does not exist" in ids["draft-config-unreadable"].evidence[0].detail
     assert "checkpoint-unreadable" in ids
     assert "none with a readable header" in ids["checkpoint-unreadable"].evidence[0].detail

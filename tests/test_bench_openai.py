@@ -22,7 +22,7 @@ import pytest
 from eagle3_tui.commands.hostcmds import format_bench
 from eagle3_tui.engines import get_engine
 from eagle3_tui.errors import UserError
-from eagle3_tui.session.senders import OpenAISender, bench_sender, openai_result
+from eagle3_tui.session.measure.senders import OpenAISender, bench_sender, openai_result
 from eagle3_tui.sglang.client import (
     ChatMode,
     Prompt,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import eagle3_tui.session as session_face
-from eagle3_tui.session import demo
+from eagle3_tui.session.demo import lifecycle as demo
 
 
 def _dead_pid() -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from eagle3_tui.profile import DEMO_SGLANG_VERSION, demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.presets import NO_GRAPH_PRESET, TRAIN_PRESET, set_flags
+from eagle3_tui.session.presets.catalog import NO_GRAPH_PRESET, TRAIN_PRESET, set_flags
 from tests.plugins.ports import free_port
 from tests.plugins.world import stop_processes_under
 
@@ -35,38 +35,38 @@ async def test_demo_story_on_0_5_6_steps_wiring_cuda_graph(demo_world, tmp_path:
     session = Session(profile)
     try:
         await session.attach()
-        await session.start_server()
+        await session.control.start()
         assert session.server.state == "ready" and session.server.version == DEMO_SGLANG_VERSION
         # (a) the seeds' two causes, and not yet the CUDA-graph one (no ids: the defaults everywhere)
-        found = _ids(await session.refresh_findings())
+        found = _ids(await session.survey.refresh_findings())
         assert {"steps-override", "wiring-mismatch"} <= found and "ids-prefill-only" not in found, sorted(found)
-        first = await session.benchmark(**BENCH)
+        first = await session.bench.run(**BENCH)
         start = first.accept_len
         # chat by default, in the template of the tokenizer folder the demo serves (hf-tokenizer)
         assert first.prompt_format == "chat" and "hf-tokenizer/tokenizer_config.json" in (first.chat_template or "")
 
         # (b) the wiring fix: prefill gets the trained boundaries, graphed decode still the defaults
-        plan = await session.plan_apply(TRAIN_PRESET)
+        plan = await session.presets.plan(TRAIN_PRESET)
         assert plan.ok, plan.problems
         assert any("only prefill gets them" in w for w in plan.warnings), plan.warnings
-        await session.apply(plan)
+        await session.presets.apply(plan)
         trained = tuple(demo_world.slot_boundaries[:-1])
         assert session.server.boundaries == trained
-        wired = (await session.benchmark(**BENCH)).accept_len
+        wired = (await session.bench.run(**BENCH)).accept_len
 
         # (c) the doctor names the cause and its fix; the flag preset is offered
-        by_id = {f.rule_id: f for f in await session.refresh_findings()}
+        by_id = {f.rule_id: f for f in await session.survey.refresh_findings()}
         assert "wiring-mismatch" not in by_id and "ids-prefill-only" in by_id, sorted(by_id)
         assert "--disable-cuda-graph" in by_id["ids-prefill-only"].fix
-        assert NO_GRAPH_PRESET in {p.name for p in session.presets()}
+        assert NO_GRAPH_PRESET in {p.name for p in session.presets.available()}
 
         # (d) without CUDA graphs the ids reach every decode step
-        graph_plan = await session.plan_apply(NO_GRAPH_PRESET)
+        graph_plan = await session.presets.plan(NO_GRAPH_PRESET)
         assert graph_plan.ok and "--disable-cuda-graph" in graph_plan.diff
-        await session.apply(graph_plan)
+        await session.presets.apply(graph_plan)
         assert "--disable-cuda-graph" in session.server.argv
-        assert "ids-prefill-only" not in _ids(await session.refresh_findings())
-        fixed = (await session.benchmark(**BENCH)).accept_len
+        assert "ids-prefill-only" not in _ids(await session.survey.refresh_findings())
+        fixed = (await session.bench.run(**BENCH)).accept_len
         print(f"\naccept length: defaults {start:.3f}, wiring fix {wired:.3f}, --disable-cuda-graph {fixed:.3f}")
         assert start is not None and wired is not None and fixed is not None
         # the fix barely moves it (only each request's first draft sees the new ids: up or down by
@@ -75,7 +75,7 @@ async def test_demo_story_on_0_5_6_steps_wiring_cuda_graph(demo_world, tmp_path:
     finally:
         try:
             if session.server.pgid:
-                await session.stop_server()
+                await session.control.stop()
         finally:
             await session.close()
             stop_processes_under(tmp_path)

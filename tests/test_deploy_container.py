@@ -27,7 +27,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Profile
 from eagle3_tui.session import Session
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import DEFAULT_PRESET
+from eagle3_tui.session.presets.catalog import DEFAULT_PRESET
 from tests.plugins.world import SPEC_ARGS, free_port, make_draft_dir
 
 CID = "3f2a9c" + "e" * 58
@@ -175,14 +175,14 @@ async def test_container_discovery_follow_edit_and_engine_restart(container: dic
         assert not any(line.startswith('{"log"') for line in session.recent_log(50))
         # the draft config is read and edited where the container has it (its root), not at the host's path
         assert session.target.draft_text is not None and "eagle_aux_hidden_state_layer_ids" in session.target.draft_text
-        plan = await session.plan_apply(DEFAULT_PRESET)
+        plan = await session.presets.plan(DEFAULT_PRESET)
         # the bind mount's host directory, found in the container's mountinfo: a path that outlives the pid
         assert plan.path == str(container["files"] / "draft" / "config.json")
         assert session.deployment.host_path("/etc/os-release") == f"/proc/{old_pid}/root/etc/os-release"
-        flags = await session.plan_apply("no-speculation")
+        flags = await session.presets.plan("no-speculation")
         with pytest.raises(UserError, match="docker run"):
-            await session.apply(flags)  # the container's command line is not the console's to change
-        await session.apply(plan)
+            await session.presets.apply(flags)  # the container's command line is not the console's to change
+        await session.presets.apply(plan)
         cfg = json.loads((container["files"] / "draft" / "config.json").read_text())
         assert "eagle_config" not in cfg or "eagle_aux_hidden_state_layer_ids" not in cfg["eagle_config"]
         assert not (container["view"] / "draft").exists()  # nothing written at the host's own path
@@ -197,7 +197,7 @@ async def test_container_discovery_follow_edit_and_engine_restart(container: dic
         (container["tmp"] / "fail-restart").write_text("")
         running = session.server.pid
         with pytest.raises(RestartFailed, match="docker restart 3f2a9ceeeeee failed: Error response from daemon"):
-            await session.restart()
+            await session.control.restart()
         assert session.server.state == "failed" and not any('{"log"' in line for line in session.server.log_tail)
         assert os.path.exists(f"/proc/{running}")  # the engine did nothing; neither did the console
         (container["tmp"] / "fail-restart").unlink()
@@ -206,7 +206,7 @@ async def test_container_discovery_follow_edit_and_engine_restart(container: dic
     async with Session(profile) as session:
         assert session.server.state == "stopped" and session.spec is not None
         assert session.spec.owner == f"docker:{CID}"
-        await session.start_server()
+        await session.control.start()
         assert session.server.state == "ready" and session.deployment.kind == "container"
         assert container["calls"].read_text().splitlines().count(f"restart {CID}") == 3
         assert not list(container["tmp"].glob("**/.*.pid"))

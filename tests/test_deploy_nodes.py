@@ -89,7 +89,7 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
         assert session.deployment.nodes == 2 and session.server.pid == head.pid
         assert session.restarter.nodes is not None and session.server.deployment == "2 nodes: 127.0.0.1, 127.0.0.1"
 
-        await session.restart()
+        await session.control.restart()
         assert session.server.state == "ready" and session.server.pid not in (None, head.pid)
         # stop order: node 1 was stopped (SIGTERM) while its head still ran; it never lost the head
         old_node_log = next(p for p in tmp_path.glob("node1.log.*")).read_text()
@@ -102,14 +102,14 @@ async def test_two_nodes_restart_together_and_a_node_that_does_not_come_back_fai
         assert servers[0].start_time < servers[1].start_time
         await _until(lambda: "joined the head" in node_log.read_text(), 10)
 
-        await session.stop_server()  # both stopped, node 1 first; each is remembered for the next start
+        await session.control.stop()  # both stopped, node 1 first; each is remembered for the next start
         assert [s for s in await discover_servers(session.host) if s.deployment.dist_init == dist] == []
         assert "shutting down (SIGTERM)" in node_log.read_text()
 
         node_model.unlink()  # node 1 cannot start again: it exits at once
         t0 = time.monotonic()
         with pytest.raises(RestartFailed, match=r"node 1 of 2 \(127\.0\.0\.1\) did not come back: .*no config\.json"):
-            await session.restart()
+            await session.control.restart()
         assert time.monotonic() - t0 < 20  # the node's exit failed it, not the restart deadline
         assert session.server.state == "failed"
         assert any("has no config.json" in line for line in session.server.log_tail)  # node 1's own tail

@@ -115,11 +115,11 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
         assert charts_text(session.server) == ("charts from /server_info (no log file: tmux pane); "
                                                "R restarts it into a log file")
         with pytest.raises(UserError, match="restart --into-log"):
-            await session.restart()
+            await session.control.restart()
         with pytest.raises(UserError, match="restart --into-log"):
-            await session.apply(await session.plan_apply("no-speculation"))
+            await session.presets.apply(await session.presets.plan("no-speculation"))
         assert session.server.pid == pane_pid and _healthy(port)  # refused: untouched
-        await session.restart(into_log=True)
+        await session.control.restart(into_log=True)
         try:
             assert session.server.state == "ready" and session.server.pid != pane_pid
             assert session.server.log_path == str(pane["log"]) and "ready to roll" in pane["log"].read_text()
@@ -128,7 +128,7 @@ async def test_tmux_pane_server_http_only_then_restart_into_a_log(pane: dict[str
             panes = subprocess.run([*pane["tmux"], "list-panes", "-a"], capture_output=True, text=True, timeout=20)
             assert panes.returncode != 0 or not panes.stdout.strip()  # the pane's server ended with its pane
         finally:
-            await session.stop_server()
+            await session.control.stop()
 
 
 async def test_pane_found_over_ssh(pane: dict[str, Any], ssh_host: Any) -> None:

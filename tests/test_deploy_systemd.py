@@ -174,8 +174,8 @@ async def test_systemd_unit_found_preset_as_dropin_and_rollback(unit: dict[str, 
         assert (dep.kind, dep.unit, dep.log) == ("systemd", name, str(unit["log"]))
         assert session.server.deployment == f"systemd unit {name}"
         assert dep.to_json() == {"kind": "systemd", "engine": None, "id": name, "nodes": 1, "log": str(unit["log"])}
-        plan = await session.plan_apply("no-speculation")
-        await session.apply(plan)
+        plan = await session.presets.plan("no-speculation")
+        await session.presets.apply(plan)
         calls = _calls(cfg)
         reload_at = max(i for i, c in enumerate(calls) if c == "daemon-reload")
         assert reload_at < max(i for i, c in enumerate(calls) if c == f"restart {name}")
@@ -185,7 +185,7 @@ async def test_systemd_unit_found_preset_as_dropin_and_rollback(unit: dict[str, 
         assert "--speculative-algorithm" not in session.server.argv and session.server.state == "ready"
         assert session.deployment.kind == "systemd"  # still the unit's: found again after the restart
         assert not list(unit["tmp"].glob(".*.pid"))  # no detached launch of the console's own
-        await session.rollback()
+        await session.presets.rollback()
         merged = effective_exec_start([(unit["unit_dir"] / f"{name}.service").read_text(), dropin.read_text()])
         assert unquote_exec(merged[-1]) == unit["argv"] == list(session.server.argv)
         assert session.server.state == "ready" and session.server.speculative

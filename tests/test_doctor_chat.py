@@ -20,8 +20,8 @@ from eagle3_tui.eagle.chat_template import (
     trained_template,
 )
 from eagle3_tui.remote.local import LocalHost
-from eagle3_tui.session.chat import chat_mode
 from eagle3_tui.session.host.probe import read_chat_template
+from eagle3_tui.session.measure.chat import chat_mode
 from eagle3_tui.sglang.client import SGLangClient, chat_result, run_benchmark
 from eagle3_tui.sglang.launch import parse_launch
 from eagle3_tui.sim.hf_tokenizer import ensure_hf_tokenizer

@@ -154,12 +154,12 @@ async def test_the_sessions_served_concurrency(tmp_path) -> None:
     session = Session(Profile(name="load", local=True, port=1, state_dir=str(tmp_path / "st")))
     try:
         with pytest.raises(UserError, match="no running requests seen"):
-            await session.served_concurrency()
+            await session.bench.served_concurrency()
         for i, n in enumerate((30, 34, 38)):
             ev = parse_line(_decode(n, i))
             assert isinstance(ev, DecodeStats)
             session.telemetry.ingest(ev)
-        c, seen = await session.served_concurrency()
+        c, seen = await session.bench.served_concurrency()
         assert c == 34 and "#running-req, mean 34.0" in seen
     finally:
         await session.close()

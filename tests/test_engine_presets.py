@@ -1,4 +1,4 @@
-"""Presets on vLLM, in vLLM's terms (session/engine_presets.py): a layer preset writes the ids vLLM reads
+"""Presets on vLLM, in vLLM's terms (session/presets/engine.py): a layer preset writes the ids vLLM reads
 (its top-level key; vLLM's ids are boundaries) with only the ids' text changed, a flag preset rewrites
 `num_speculative_tokens` or the draft inside `--speculative-config`, and both plans are checked."""
 
@@ -12,8 +12,8 @@ import pytest
 from eagle3_tui.engines import get_engine
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session.engine_presets import builtin_presets, plan_flags, plan_layers, with_boundaries
-from eagle3_tui.session.presets import NO_SPEC_PRESET, TRAIN_PRESET, find_preset
+from eagle3_tui.session.presets.catalog import NO_SPEC_PRESET, TRAIN_PRESET, find_preset
+from eagle3_tui.session.presets.engine import builtin_presets, plan_flags, plan_layers, with_boundaries
 
 VLLM = get_engine("vllm")
 SPEC = {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}

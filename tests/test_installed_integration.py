@@ -167,16 +167,16 @@ async def test_sim_0_5_6_graphs_replay_the_default(sims: Any, tmp_path: Path, da
         await _until(lambda: any("GET /server_info" in line for b in batches for line in b.lines))
         assert any(isinstance(e, HttpAccess) for b in batches for e in b.events)
         assert s.state == "ready" and session.server.state == "ready"
-        findings = await session.refresh_findings()
+        findings = await session.survey.refresh_findings()
         hit = next(f for f in findings if f.rule_id == "ids-prefill-only")
         assert "h2" in hit.title and session.facts is not None and session.facts.installed is not None
         assert session.facts.installed.source.startswith("assumed from version 0.5.6")
-        names = {p.name: p for p in session.presets()}
+        names = {p.name: p for p in session.presets.available()}
         assert names["train-[:-1]"].layer_ids == TRAINED and names["train-[:-1]"].boundaries == (0, 2, 6)
         assert names["disable-cuda-graph"].flags == {"disable-cuda-graph": True}
-        plan = await session.plan_apply("train-[:-1]")
+        plan = await session.presets.plan("train-[:-1]")
         assert plan.ok and any("decode under CUDA graphs replays" in w for w in plan.warnings)
-        assert (await session.plan_apply("disable-cuda-graph")).after.rstrip().endswith("--disable-cuda-graph")
+        assert (await session.presets.plan("disable-cuda-graph")).after.rstrip().endswith("--disable-cuda-graph")
     finally:
         await session.close()
 
@@ -189,16 +189,16 @@ async def test_sim_0_5_23_and_0_4_9(sims: Any, tmp_path: Path, data_dir: Path) -
     try:
         assert session.server.boundaries == (0, 2, 6) and session.server.decode_boundaries is None
         assert "server_args={" in sim.server_log.read_text()  # the 0.5.20+ start line
-        findings = await session.refresh_findings()
+        findings = await session.survey.refresh_findings()
         assert not any(f.rule_id == "ids-prefill-only" for f in findings)
-        assert "disable-cuda-graph" not in {p.name for p in session.presets()}
+        assert "disable-cuda-graph" not in {p.name for p in session.presets.available()}
     finally:
         await session.close()
     old = sims("v049", (1, 5, 8), "--sglang-version", "0.4.9")
     session = await _attached(old, tmp_path, "v049")
     try:
         assert session.server.boundaries == (2, 6, 9) and session.server.decode_boundaries is None  # = the default
-        plan = await session.plan_apply("train-[:-1]")
+        plan = await session.presets.plan("train-[:-1]")
         assert not plan.ok and "embed-capture patch" in plan.problems[0]
     finally:
         await session.close()
@@ -211,7 +211,7 @@ async def test_sim_deepseek_v3_0_5_23_ids_verbatim(sims: Any, tmp_path: Path, da
     session = await _attached(sim, tmp_path, "ds")
     try:
         assert session.server.boundaries == (0, 2, 6)
-        assert {p.name: p for p in session.presets()}["train-[:-1]"].layer_ids == (0, 2, 6)
+        assert {p.name: p for p in session.presets.available()}["train-[:-1]"].layer_ids == (0, 2, 6)
         await _until(lambda: session.telemetry.decode_lines >= 1)
         accept = session.telemetry.summary(60).accept_len
         # the trained wiring really reaches the draft: nearer the world's own chain prediction for it
@@ -231,7 +231,7 @@ async def test_api_key_server_benchmarked(sims: Any, tmp_path: Path, data_dir: P
     try:
         info = await session.poll_server_info()
         assert info.get("speculative_algorithm") == "EAGLE3"
-        result = await session.benchmark(num_prompts=2, concurrency=1, max_tokens=16)
+        result = await session.bench.run(num_prompts=2, concurrency=1, max_tokens=16)
         assert result.ok == 2 and result.errors == 0
         assert '" 401 ' not in sim.access_log.read_text()  # no access line answered 401 (a client port may hold "401")
     finally:

@@ -213,7 +213,7 @@ async def test_greedy_reference_and_a_server_with_no_log_file(real_sglang, real_
 def _own_profile(real, world, tmp_path: Path, **flags) -> Profile:
     """The demo's real-SGLang profile (the seeds' broken flags unless `flags` says otherwise), launched by
     the session's one launch path, its log at state/server.log."""
-    from eagle3_tui.session.real_sglang import demo_profile, server_argv
+    from eagle3_tui.session.demo.real_sglang import demo_profile, server_argv
     from tests.plugins.ports import free_port
 
     profile = demo_profile(world, real, port=free_port(), state_dir=tmp_path / "demo")
@@ -227,9 +227,9 @@ def _own_profile(real, world, tmp_path: Path, **flags) -> Profile:
 async def _stop(session: Session) -> None:
     try:
         if not session.restarting:
-            await session.refresh_servers()
+            await session.survey.refresh_servers()
         if session.server.pgid and not session.restarting:
-            await session.stop_server()
+            await session.control.stop()
     finally:
         await session.close()
 
@@ -381,7 +381,7 @@ async def test_a_server_that_fails_at_start_ends_in_one_sentence(real_sglang_env
     try:
         await session.attach()
         with pytest.raises((RestartFailed, Exception)) as err:
-            await session.start_server()
+            await session.control.start()
         text = f"{err.value} {session.server.message}"
         assert re.search(expect, text, re.I), text
         assert "\n" not in str(err.value).strip()

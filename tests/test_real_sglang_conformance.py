@@ -32,7 +32,7 @@ KNOWN = {
     "meta_info keys": "real 0.5.23 adds timing and draft-histogram keys the product does not read",
     "/v1/chat/completions sglext": "asked with return_spec_tokens_details, real 0.5.20+ adds "
     "`sglext.spec_tokens_details` (per-request accept length); the sim's chat answer has none, so a bench on the "
-    "sim renders the template to /generate (session/chat.py), as for an older release (not compared here)",
+    "sim renders the template to /generate (session/measure/chat.py), as for an older release (not compared here)",
     "SGLANG_* switches": "the sim honours SGLANG_LOG_FORWARD_ITERS (the `[N]` the log parser reads, compared "
     "here); it ignores the switches that change no surface the product reads on a CPU server "
     "(SGLANG_USE_CPU_ENGINE: the sim is a CPU server; SGLANG_ENABLE_SPEC_V2: 0.5.23 has spec v2 only and "

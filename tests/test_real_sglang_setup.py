@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from eagle3_tui.cli import main
-from eagle3_tui.session import real_sglang
+from eagle3_tui.session.demo import real_sglang
 from eagle3_tui.sim.hf_tokenizer import FOLDER, ensure_hf_tokenizer, write_hf_tokenizer
 from eagle3_tui.sim.tokenizer import ByteTokenizer
 

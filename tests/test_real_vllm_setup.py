@@ -7,7 +7,8 @@ import json
 
 from eagle3_tui.cli import main
 from eagle3_tui.engines import engine_for_launch
-from eagle3_tui.session import real_engine_missing, real_vllm
+from eagle3_tui.session import real_engine_missing
+from eagle3_tui.session.demo import real_vllm
 
 
 def test_server_flags_and_environment(tmp_path):

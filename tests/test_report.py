@@ -58,7 +58,7 @@ def linked(md: str) -> list[str]:
 @pytest.fixture
 def story(tmp_path):
     session, _ = recorded_session(tmp_path)
-    session.check = recorded_report()
+    session.known.check = recorded_report()
     end = session.telemetry.last_time()
     assert end is not None
     seed_ledger(session.profile.name, end)
@@ -159,7 +159,7 @@ def test_each_chart_draws_the_series_its_data_holds(story, tmp_path):
 def test_a_session_with_nothing_yet_says_what_is_missing_in_every_section(tmp_path):
     session, _ = recorded_session(tmp_path)
     session.telemetry.reset()
-    session.findings = []
+    session.survey.findings = []
     path = write_report(gather(session), tmp_path / "empty")
     md = path.read_text(encoding="utf-8")
     assert re.findall(r"^## (.+)$", md, flags=re.M) == list(SECTIONS)
@@ -248,7 +248,7 @@ def test_per_position_acceptance_comes_from_each_source_that_has_it(story):
     from eagle3_tui.report.gather import position_series
     from eagle3_tui.telemetry.metrics import Telemetry
 
-    rows = story.ledger_rows()
+    rows = story.records.rows()
     check = part_of(story.check, rows, story.server)
     got, note = position_series(story.telemetry, "sglang", rows, check)
     assert note == "SGLang does not report it live (vLLM does)"

@@ -38,7 +38,7 @@ async def _press_r_and_wait(pilot, folder: Path) -> Path:
 @pytest.mark.parametrize("readonly", [False, True], ids=["read-write", "readonly"])
 async def test_r_writes_the_report_and_says_where(tmp_path, readonly):
     session, _ = recorded_session(tmp_path, readonly=readonly)
-    session.check = recorded_report()
+    session.known.check = recorded_report()
     shots = tmp_path / "shots"
     app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=shots)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -42,10 +42,10 @@ async def test_report_after_a_benchmark_and_an_applied_change(demo_world, tmp_pa
     session = Session(_profile(demo_world, tmp_path))
     try:
         await session.attach()
-        await session.start_server()
-        before = await session.benchmark(**BENCH)
-        await session.apply(await session.plan_apply("train-[:-1]"))
-        after = await session.benchmark(**BENCH)
+        await session.control.start()
+        before = await session.bench.run(**BENCH)
+        await session.presets.apply(await session.presets.plan("train-[:-1]"))
+        after = await session.bench.run(**BENCH)
 
         data = gather(session)
         path = write_report(data, tmp_path / "report")
@@ -55,7 +55,7 @@ async def test_report_after_a_benchmark_and_an_applied_change(demo_world, tmp_pa
             png_size(path.parent / link)
         assert "charts/changes-before-after.png" in linked(md)
 
-        (effect,) = change_effects(session.ledger_rows())
+        (effect,) = change_effects(session.records.rows())
         assert effect.change.note == "applied train-[:-1]"
         assert effect.before is not None and effect.after is not None
         assert effect.before.tok_s == pytest.approx(before.output_tps)

@@ -76,7 +76,7 @@ async def test_a_connection_cut_mid_restart_is_said_after_the_reconnect_and_rest
         assert session.server.state == "ready", session.server
         monkeypatch.setattr(restart_mod.Restarter, "_port_free", cut_while_a_command_runs)
         with pytest.raises(RestartFailed, match="Lost the connection") as failed:
-            await session.restart()
+            await session.control.restart()
         assert failed.value.exit_code == 3  # the CLI's status for a lost connection, not a refusal's 2
         assert cut, "the connection was not cut"
         for _ in range(300):  # the reconnect, then the look at the host
@@ -87,7 +87,7 @@ async def test_a_connection_cut_mid_restart_is_said_after_the_reconnect_and_rest
         assert session.server.state == "stopped" and said in session.server.message, session.server
         assert any(said in n for n in notices), notices
         assert session.store.unfinished_restart() is not None  # the next attach would say it too
-        await session.restart()
+        await session.control.restart()
         assert session.server.state == "ready" and session.store.unfinished_restart() is None
     finally:
         await session.close()

@@ -20,7 +20,7 @@ from eagle3_tui.eagle.wiring import format_boundaries
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset, Profile, demo_profile
 from eagle3_tui.session import ReadOnlyError, RestartFailed, RestartProgress, Session
-from eagle3_tui.session.presets import set_flags
+from eagle3_tui.session.presets.catalog import set_flags
 from tests.plugins.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ async def _story(session: Session, world, *, full: bool) -> None:
     session.add_listener(events.append)
     await session.attach()
     assert session.server.state == "stopped", "nothing runs on the fresh port yet"
-    await session.start_server()
+    await session.control.start()
     s = session.server
     assert s.state == "ready" and s.pgid
     # SGLang's rule: topk 1 forces draft tokens = steps + 1 = 2
@@ -81,7 +81,7 @@ async def _story(session: Session, world, *, full: bool) -> None:
         await _headless_commands(session, world)
 
     # --- the doctor, with evidence
-    by_id = {f.rule_id: f for f in await session.refresh_findings()}
+    by_id = {f.rule_id: f for f in await session.survey.refresh_findings()}
     assert "steps-override" in by_id and "wiring-mismatch" in by_id, sorted(by_id)
     steps_ev = " ".join(e.detail for e in by_id["steps-override"].evidence)
     assert "--speculative-num-steps 1" in steps_ev and "--speculative-num-draft-tokens 16" in steps_ev
@@ -91,32 +91,32 @@ async def _story(session: Session, world, *, full: bool) -> None:
                                            for e in wiring.evidence)
 
     # --- measured before
-    before = await session.benchmark(**BENCH)
+    before = await session.bench.run(**BENCH)
     assert before.ok == BENCH["num_prompts"] and before.accept_len is not None
 
     # --- train-[:-1], and a second restart while it runs is refused
     config = session.target.draft_config_path
     original = Path(config).read_bytes() if session.profile.local else None
-    plan = await session.plan_apply("train-[:-1]")
+    plan = await session.presets.plan("train-[:-1]")
     assert plan.ok, plan.problems
     assert "eagle_aux_hidden_state_layer_ids" in plan.diff
-    task = asyncio.ensure_future(session.apply(plan))
+    task = asyncio.ensure_future(session.presets.apply(plan))
     await asyncio.sleep(0)
     with pytest.raises(UserError, match="already running"):
-        await session.restart()
+        await session.control.restart()
     await task
     assert session.server.state == "ready"
     assert session.server.boundaries == tuple(world.slot_boundaries[:-1])
     assert session.server.active_preset == "train-[:-1]"
     assert "wiring-mismatch" not in {f.rule_id for f in session.findings}
-    after = await session.benchmark(**BENCH)
+    after = await session.bench.run(**BENCH)
     assert after.accept_len > before.accept_len, (before.accept_len, after.accept_len)
 
-    rows = [r for r in session.ledger_rows() if r.kind == "benchmark"]
+    rows = [r for r in session.records.rows() if r.kind == "benchmark"]
     assert len(rows) == 2
     assert rows[0].config["layer_ids"] is None and rows[1].config["layer_ids"] == list(plan.preset.layer_ids)
     assert rows[1].accept_len > rows[0].accept_len
-    kinds = [r.kind for r in session.ledger_rows()]
+    kinds = [r.kind for r in session.records.rows()]
     assert "preset" in kinds and kinds.count("restart") >= 2
     phases = [e.phase for e in events if isinstance(e, RestartProgress)]
     assert {"stopping", "port", "launching", "loading", "ready"} <= set(phases)
@@ -130,10 +130,10 @@ async def _story(session: Session, world, *, full: bool) -> None:
     # --- a preset that makes the server fail: -1 ids on a target whose 0.5.6 model file cannot capture it
     session.profile.presets.append(AS_LLAMA)
     argv_before = session.server.argv
-    bad = await session.plan_apply("as-llama")
+    bad = await session.presets.plan("as-llama")
     assert bad.ok and "--sim-target-arch llama" in bad.diff
     with pytest.raises(RestartFailed):
-        await session.apply(bad)
+        await session.presets.apply(bad)
     failed = session.server
     assert failed.state == "failed"
     assert failed.log_tail and len(failed.log_tail) <= 40
@@ -141,7 +141,7 @@ async def _story(session: Session, world, *, full: bool) -> None:
     assert failed.argv[failed.argv.index("--sim-target-arch") + 1] == "llama"
 
     # --- rollback: the launch command comes back exactly, the server is healthy
-    await session.rollback()
+    await session.presets.rollback()
     assert session.server.state == "ready" and session.server.argv == argv_before
     c = await session.client()
     assert await c.health()
@@ -150,17 +150,17 @@ async def _story(session: Session, world, *, full: bool) -> None:
     if full:
         out = await asyncio.to_thread(_cli, session, world, "rollback", "--yes")
         assert "ready" in out and "server: ready" in out.splitlines()[-1]
-        await session.refresh_servers()
-        await session.read_launch_facts()
+        await session.survey.refresh_servers()
+        await session.survey.read_launch_facts()
     else:
-        await session.rollback()
+        await session.presets.rollback()
     assert session.server.state == "ready" and session.server.layer_ids is None
     if original is not None:
         assert Path(config).read_bytes() == original
     else:
         assert await session.host.read_bytes(config) == plan.before.encode()
     with pytest.raises(UserError, match="nothing to roll back"):
-        await session.rollback()
+        await session.presets.rollback()
     if not full:
         return
 
@@ -181,15 +181,15 @@ async def _baseline(session: Session) -> None:
     from eagle3_tui.telemetry.ledger import speedups
 
     with pytest.raises(UserError, match="without speculation"):
-        await session.benchmark(baseline=True, **BENCH)
-    await session.apply(await session.plan_apply("no-speculation"))
+        await session.bench.run(baseline=True, **BENCH)
+    await session.presets.apply(await session.presets.plan("no-speculation"))
     assert not session.server.speculative and session.server.active_preset == "no-speculation"
-    base = await session.benchmark(baseline=True, **BENCH)
+    base = await session.bench.run(baseline=True, **BENCH)
     assert base.baseline and session.telemetry.baseline_tps == base.output_tps
-    await session.rollback()
+    await session.presets.rollback()
     assert session.server.speculative and session.server.active_preset == "train-[:-1]"
-    spec = await session.benchmark(**BENCH)
-    rows = session.ledger_rows()
+    spec = await session.bench.run(**BENCH)
+    rows = session.records.rows()
     last = rows[-1]
     assert any(r.is_baseline for r in rows) and last.kind == "benchmark"
     assert speedups(rows)[last.id] == pytest.approx(spec.output_tps / base.output_tps)
@@ -228,9 +228,9 @@ async def _headless_commands(session: Session, world) -> None:
 async def _stop(session: Session) -> None:
     try:
         if not session.restarting:
-            await session.refresh_servers()  # a relaunch by another process has a new group
+            await session.survey.refresh_servers()  # a relaunch by another process has a new group
         if session.server.pgid and not session.restarting:
-            await session.stop_server()
+            await session.control.stop()
     finally:
         await session.close()
 
@@ -251,8 +251,8 @@ async def _readonly(profile: Profile, host=None) -> None:
     ro = Session(profile, readonly=True, host=host)
     try:
         await ro.attach()
-        plan = await ro.plan_apply("train-[:-1]")
-        for call in (lambda: ro.apply(plan), ro.restart, ro.rollback, ro.start_server, ro.stop_server):
+        plan = await ro.presets.plan("train-[:-1]")
+        for call in (lambda: ro.presets.apply(plan), ro.control.restart, ro.presets.rollback, ro.control.start, ro.control.stop):
             with pytest.raises(ReadOnlyError, match="read-only"):
                 await call()
     finally:

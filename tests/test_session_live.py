@@ -97,15 +97,15 @@ async def test_check_through_the_session(demo_world, tmp_path, data_dir):
     try:
         await session.attach()  # no server: the check needs only the draft and the data
         assert session.conn.kind == "local"
-        report = await session.run_check(samples=32)
+        report = await session.accuracy.run(samples=32)
         assert session.check is report
         names = {w.name for w in report.wirings}
         assert {"training", "serving default"} <= names
         done = [e for e in events if isinstance(e, CheckFinished)]
         assert done and done[-1].error is None
-        assert [r.kind for r in session.ledger_rows()][-1] == "check"
+        assert [r.kind for r in session.records.rows()][-1] == "check"
         # the served wiring (no layer-id key: SGLang's default) gets its predicted accept length
-        await session.refresh_findings()
+        await session.survey.refresh_findings()
         assert session.facts.predicted_accept_len is not None
     finally:
         await session.close()

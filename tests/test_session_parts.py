@@ -18,7 +18,7 @@ from eagle3_tui.session.host.discovery import (
     relaunch_env,
 )
 from eagle3_tui.session.launch import LaunchSpec, redact_env
-from eagle3_tui.session.presets import (
+from eagle3_tui.session.presets.catalog import (
     NO_GRAPH_PRESET,
     NO_SPEC_PRESET,
     TRAIN_PRESET,

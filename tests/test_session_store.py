@@ -8,7 +8,7 @@ from pathlib import Path
 from eagle3_tui.profile import Profile
 from eagle3_tui.session.host.served import parse_argv, served
 from eagle3_tui.session.launch import LaunchSpec
-from eagle3_tui.session.presets import NO_SPEC_PRESET, builtin_presets
+from eagle3_tui.session.presets.catalog import NO_SPEC_PRESET, builtin_presets
 from eagle3_tui.session.store.local import UNDO_DEPTH, LocalStore
 
 ARGV = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", "EAGLE3",

@@ -283,7 +283,7 @@ def test_import_only_ops_say_what_they_are(sk):
 
 
 def test_the_product_never_imports_the_stand_ins():
-    # The product names the support folder on a server's PYTHONPATH (session/real_sglang.py), nothing more.
+    # The product names the support folder on a server's PYTHONPATH (session/demo/real_sglang.py), nothing more.
     import re
 
     root = Path(__file__).resolve().parents[1] / "eagle3_tui"

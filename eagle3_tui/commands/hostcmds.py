@@ -185,7 +185,7 @@ async def _doctor(session: Session, args: argparse.Namespace) -> int:
             "or target: nothing to diagnose (start the server, or set draft_path and target_path)"
         )
     data_line = await _training_data(session, args)
-    findings = await session.refresh_findings()
+    findings = await session.survey.refresh_findings()
     if args.json:
         td = session.training
         print(json.dumps({"host": session.profile.name, "server": _server_json(session),
@@ -213,7 +213,7 @@ async def _training_data(session: Session, args: argparse.Namespace) -> str:
     prof = session.profile
     slots = parse_slots(args.data_slots)
     if args.data:
-        return (await session.use_training_data(args.data, slots if slots is not None else
+        return (await session.accuracy.use_training_data(args.data, slots if slots is not None else
                                                 (prof.data_slots if args.data == prof.data_glob else None))).summary()
     if slots is not None:
         prof.data_slots = slots
@@ -222,7 +222,7 @@ async def _training_data(session: Session, args: argparse.Namespace) -> str:
                f"{', '.join(map(str, prof.data_slots))} (profile)"
     if prof.data_glob:
         try:
-            return (await session.use_training_data(prof.data_glob)).summary()
+            return (await session.accuracy.use_training_data(prof.data_glob)).summary()
         except UserError as err:
             return f"trained wiring unknown: the profile's data_glob cannot be read ({err})"
     return unknown_line()
@@ -309,12 +309,12 @@ async def _bench(session: Session, args: argparse.Namespace) -> int:
     prompts = load_prompt_sets(text_file(args.prompts, "the prompts file")) if args.prompts else None
     concurrency = args.concurrency
     if concurrency == "match":
-        concurrency, seen = await session.served_concurrency()
+        concurrency, seen = await session.bench.served_concurrency()
         print(f"concurrency {concurrency}: {seen}", file=sys.stderr, flush=True)
-    r = await session.benchmark(baseline=args.baseline, raw=args.raw, prompts=prompts, num_prompts=args.num_prompts,
+    r = await session.bench.run(baseline=args.baseline, raw=args.raw, prompts=prompts, num_prompts=args.num_prompts,
                                 concurrency=concurrency, max_tokens=args.max_tokens)
     if args.json:
-        print(json.dumps(session.bench_results(r), indent=2, default=str))
+        print(json.dumps(session.bench.results(r), indent=2, default=str))
         return 0
     print(_server_line(session))
     print(format_bench(r, session.telemetry.baseline_tps))
@@ -379,22 +379,22 @@ def _print_failure(session: Session) -> None:
 async def _apply(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.errors import UserError
 
-    plan = await session.plan_apply(args.preset)
+    plan = await session.presets.plan(args.preset)
     _print_plan(plan)
     if plan.problems:
         raise UserError(f"preset {plan.preset.name!r} cannot be applied: {plan.problems[0]}")
     return await _confirmed_restart(session, args, f"apply {plan.preset.name} and restart the server?",
-                                    lambda: session.apply(plan))
+                                    lambda: session.presets.apply(plan))
 
 
 async def _restart(session: Session, args: argparse.Namespace) -> int:
     into_log = bool(getattr(args, "into_log", False))
-    return await _confirmed_restart(session, args, "restart the server?", lambda: session.restart(into_log=into_log))
+    return await _confirmed_restart(session, args, "restart the server?", lambda: session.control.restart(into_log=into_log))
 
 
 async def _rollback(session: Session, args: argparse.Namespace) -> int:
     return await _confirmed_restart(session, args, "roll back the last preset and restart the server?",
-                                    session.rollback)
+                                    session.presets.rollback)
 
 
 async def _confirmed_restart(
@@ -418,7 +418,7 @@ async def _presets(session: Session, args: argparse.Namespace) -> int:
     from eagle3_tui.eagle.wiring import format_boundaries
 
     active = session.server.active_preset
-    for p in session.presets():
+    for p in session.presets.available():
         mark = "*" if p.name == active else " "
         if p.kind == "layers":
             ids = "key absent" if p.layer_ids is None else "ids " + ",".join(map(str, p.layer_ids))

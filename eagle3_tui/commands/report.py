@@ -138,7 +138,7 @@ async def _report(session: Session, args: argparse.Namespace, attach: Any) -> No
         _progress(f"watching the server for {args.watch:g} s (--watch 0 skips)…")
         await asyncio.sleep(args.watch)
         note = f"The points are the {args.watch:g} s `eagle3-tui report` watched the server."
-    await session.refresh_findings()
+    await session.survey.refresh_findings()
     data = gather(session, series_note=note)
     path = await asyncio.to_thread(write_report, data, Path(args.output) if args.output else None)
     print(path)

@@ -134,7 +134,7 @@ async def _run(args: argparse.Namespace) -> int:
                        "(a restart each) and restore the start?")
         concurrency = args.concurrency
         if concurrency == "match":  # read before the first restart: the load is the deployment's, not the sweep's
-            concurrency, seen = await session.served_concurrency()
+            concurrency, seen = await session.bench.served_concurrency()
             print(f"concurrency {concurrency}: {seen}", file=sys.stderr, flush=True)
         bench = {"num_prompts": args.num_prompts, "concurrency": concurrency, "max_tokens": args.max_tokens,
                  "raw": args.raw}
@@ -149,7 +149,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _maybe_check(session: Session, grid: list[SpecConfig]) -> Any:
     try:
-        return await session.run_check(predict=grid)
+        return await session.accuracy.run(predict=grid)
     except Exception as err:  # the sweep still runs, in grid order
         print(f"eagle3-tui: the check did not run ({err}); serving in grid order", file=sys.stderr)
         return None

@@ -47,7 +47,7 @@ def gather(session: Session, *, now: float | None = None, series_note: str = "")
     server = session.server
     problems: list[str] = []
     try:
-        rows = list(session.ledger_rows())
+        rows = list(session.records.rows())
     except UserError as err:
         rows = []
         problems.append(f"the ledger could not be read: {err}")

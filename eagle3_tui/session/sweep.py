@@ -3,8 +3,8 @@ configuration served at the start is measured as it runs, before any restart), a
 a ledger row each with its prediction, and the starting launch command back at the end, also when a
 configuration fails to start, when a step raises, or when the sweep is stopped or cancelled.
 
-The first change goes through `Session.apply` (one write-ahead undo record holding the starting
-argv); later steps relaunch without records; the end is `Session.rollback`, which restores that argv
+The first change goes through `session.presets.apply` (one write-ahead undo record holding the starting
+argv); later steps relaunch without records; the end is `session.presets.rollback`, which restores that argv
 exactly. A sweep cut off by a crash of this process leaves the record, so a later rollback still
 restores the start.
 """
@@ -23,7 +23,7 @@ from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.actions import refuse_readonly
 from eagle3_tui.session.events import RestartFailed
-from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.presets.catalog import ApplyPlan
 from eagle3_tui.session.terms import EngineTerms, terms_for
 from eagle3_tui.sglang import launch
 
@@ -181,7 +181,7 @@ class Sweep:
         terms = terms_for(self.session.engine)
         try:
             if first and cfg == self._served:  # served now: measured as it runs, no restart
-                bench = await self.session.benchmark(**self.bench)
+                bench = await self.session.bench.run(**self.bench)
                 return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps, seconds=time.monotonic() - t0,
                                  prompt_format=bench.prompt_format, concurrency=bench.concurrency), False
             if first:
@@ -189,13 +189,13 @@ class Sweep:
                 if plan.problems:
                     return SweepStep(cfg, predicted, error=plan.problems[0]), False
                 self._applied = name
-                await _whole(self.session.apply(plan))
+                await _whole(self.session.presets.apply(plan))
             else:
-                await _whole(self.session.relaunch(terms.sweep_argv(cfg, start), reason=name))
-            bench = await self.session.benchmark(**self.bench)
+                await _whole(self.session.control.relaunch(terms.sweep_argv(cfg, start), reason=name))
+            bench = await self.session.bench.run(**self.bench)
         except (RestartFailed, UserError) as err:
             # apply writes its record before it restarts: a failed start still leaves it
-            made = not first or self.session.can_rollback() == name
+            made = not first or self.session.presets.can_rollback() == name
             return SweepStep(cfg, predicted, error=str(err), seconds=time.monotonic() - t0), made
         return SweepStep(cfg, predicted, bench.accept_len, bench.output_tps,
                          seconds=time.monotonic() - t0, prompt_format=bench.prompt_format,
@@ -207,17 +207,17 @@ class Sweep:
         if step.error:
             note += " (failed)"
         with contextlib.suppress(Exception):
-            self.session.records.record("sweep", self.session.config_snapshot(), step.to_dict(), note)
+            self.session.records.record("sweep", self.session.recorder.config_snapshot(), step.to_dict(), note)
 
     async def _restore(self, result: SweepResult, recorded: bool) -> None:
         """Back to the start argv: the rollback pops the sweep's record and relaunches it."""
         try:
             # a cancel inside apply leaves the record without `_one` returning
-            if recorded or (self._applied is not None and self.session.can_rollback() == self._applied):
-                await self.session.rollback()
+            if recorded or (self._applied is not None and self.session.presets.can_rollback() == self._applied):
+                await self.session.presets.rollback()
             result.restored = list(self.session.spec.argv) == result.start_argv
             if not result.restored:
-                await self.session.relaunch(result.start_argv, reason="sweep: restore")
+                await self.session.control.relaunch(result.start_argv, reason="sweep: restore")
                 result.restored = list(self.session.spec.argv) == result.start_argv
         except (RestartFailed, UserError) as err:
             result.restore_error = str(err)

@@ -1,6 +1,6 @@
 """`eagle3-tui` without a subcommand: open the console on a host, or on the demo world.
 
-`--demo` boots `eagle3_tui.session.demo` behind a progress screen (world, profile, session, the sim
+`--demo` boots `eagle3_tui.session.demo.lifecycle` behind a progress screen (world, profile, session, the sim
 server started with the seeds' broken flags) and shows a one-line hint; quitting stops the demo server.
 `--host H` / `--local` load the profile and attach. The session package is imported only after the
 first frame (inside the hooks below), and nothing here imports torch.
@@ -41,7 +41,7 @@ async def close(session: Session) -> None:
 
 
 def demo_lifecycle(readonly: bool, temp_dir: Path | None = None, engine: str = "sim") -> Lifecycle:
-    """The demo's boot, start and stop (eagle3_tui.session.demo), imported when each first runs. The
+    """The demo's boot, start and stop (eagle3_tui.session.demo.lifecycle), imported when each first runs. The
     boot makes the demo's temp folder in `temp_dir` (and removes dead demos' ones); cleanup removes it."""
     made: list[Path] = []
     builds: list[Any] = []  # the world build under way (session.demo.WorldBuild): stopped by the cleanup

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from eagle3_tui.remote.procgroup import stop_group
-from eagle3_tui.session.real_sglang import MISSING, RealSglang, find_real_sglang, server_argv
+from eagle3_tui.session.demo.real_sglang import MISSING, RealSglang, find_real_sglang, server_argv
 from tests.plugins.ports import free_port
 from tests.plugins.world import make_draft_dir
 

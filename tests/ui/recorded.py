@@ -96,7 +96,7 @@ def recorded_session(tmp: Path, *, readonly: bool = False, hold_back: int = 0) -
         await session.attach()
         session.ingest_log(fed, log_time=True)
         session.telemetry.mark(log_end(lines) - 120, "preset training-wiring")
-        await session.refresh_findings()
+        await session.survey.refresh_findings()
         await session.close()
         return session
 
@@ -129,9 +129,9 @@ def recorded_predict_report():
 
 def recorded_plan(session: Session):
     """The plan for the `train-[:-1]` preset against the recorded draft config (the real planner)."""
-    from eagle3_tui.session.presets import find_preset, plan_layers
+    from eagle3_tui.session.presets.catalog import find_preset, plan_layers
 
-    preset = find_preset(session.presets(), "train-[:-1]")
+    preset = find_preset(session.presets.available(), "train-[:-1]")
     return plan_layers(
         preset,
         path="/models/draft/config.json",

@@ -31,12 +31,12 @@ def advised_session(tmp: Path) -> Session:
     report = recorded_predict_report()
 
     async def measure() -> None:
-        session.check = report
+        session.known.check = report
         session.telemetry.baseline_tps = BASELINE_TPS  # what a baseline benchmark sets
         for i, (cfg, (acc, tps)) in enumerate(MEASURED.items()):
             step = SweepStep(cfg, None, acc, tps, concurrency=LOAD)
-            session.records.record("sweep", session.config_snapshot(), step.to_dict(), f"sweep {i + 1}/{len(MEASURED)}")
-        await session.refresh_findings()
+            session.records.record("sweep", session.recorder.config_snapshot(), step.to_dict(), f"sweep {i + 1}/{len(MEASURED)}")
+        await session.survey.refresh_findings()
 
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, measure()).result()
@@ -46,7 +46,7 @@ def advised_session(tmp: Path) -> Session:
 async def test_better_flags_is_a_preset_in_the_config_pane(tmp_path):
     session = advised_session(tmp_path)
     advice = next(f for f in session.findings if f.rule_id == "better-flags")
-    preset = next(p for p in session.presets() if p.name == "better-flags")
+    preset = next(p for p in session.presets.available() if p.name == "better-flags")
     s, k, d = (preset.flags[f] for f in ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"))
     assert f"--speculative-num-steps {s} --speculative-eagle-topk {k} --speculative-num-draft-tokens {d}" in advice.fix
     assert advice.title in preset.description and preset.kind == "flags"

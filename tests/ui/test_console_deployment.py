@@ -68,7 +68,7 @@ async def test_restart_of_a_pane_server_is_offered_into_a_log_file(tmp_path):
         # restart into a log); here only what the console asks of the session is under test.
         calls.append(into_log)
 
-    session.restart = restart  # type: ignore[method-assign]
+    session.control.restart = restart  # type: ignore[method-assign]
     app = make_app(session, clock=clock_of(session), theme_dirs=[builtin_theme_dir()], screenshot_dir=tmp_path / "s")
     async with app.run_test(size=(120, 40)) as pilot:
         await until_ready(pilot)

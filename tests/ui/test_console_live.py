@@ -1,7 +1,7 @@
 """Pilot tests of the console against the real sim server through LocalHost: the demo's story.
 
 The session is the one `eagle3-tui --demo` builds (`demo_profile` + `Session`, started through
-`Session.start_server()`): the seeds' broken flags, no layer-id key. Nothing is mocked.
+`session.control.start()`): the seeds' broken flags, no layer-id key. Nothing is mocked.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual.widgets import DataTable
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.demo import attach_and_start, stop_and_close
+from eagle3_tui.session.demo.lifecycle import attach_and_start, stop_and_close
 from eagle3_tui.ui import viewmodel as vm
 from eagle3_tui.ui.app import Eagle3App
 from eagle3_tui.ui.factory import make_app
@@ -196,10 +196,10 @@ async def test_demo_story_preset_restart_check_bench_rollback_quit(demo_app: Eag
         assert "▶" in "".join(str(c) for c in app.query_one("#predict-table", DataTable).get_row_at(0))
 
         # benchmark: a ledger row appears
-        rows_before = len(s.ledger_rows())
+        rows_before = len(s.records.rows())
         await pilot.press("b")
-        await wait_until(pilot, lambda: len(s.ledger_rows()) > rows_before and not app.main.jobs.busy("bench"), "the benchmark", 180)
-        assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
+        await wait_until(pilot, lambda: len(s.records.rows()) > rows_before and not app.main.jobs.busy("bench"), "the benchmark", 180)
+        assert app.query_one("#ledger-table", DataTable).row_count == len(s.records.rows())
         # B: a baseline needs the server without speculation; the session says how, as a toast
         await pilot.press("B")
         await wait_until(pilot, lambda: any("no-speculation" in n.message for n in app._notifications), "the baseline hint", 30)

@@ -15,8 +15,8 @@ from textual.widgets import DataTable
 
 from eagle3_tui.profile import demo_profile
 from eagle3_tui.session import Session
-from eagle3_tui.session.demo import attach_and_start, stop_and_close
-from eagle3_tui.session.presets import set_flags
+from eagle3_tui.session.demo.lifecycle import attach_and_start, stop_and_close
+from eagle3_tui.session.presets.catalog import set_flags
 from eagle3_tui.ui import keys
 from eagle3_tui.ui.app import Eagle3App
 from eagle3_tui.ui.commands import ConsoleCommands
@@ -58,7 +58,7 @@ async def test_sweep_confirms_shows_progress_and_esc_stops_and_restores(sweep_ap
         await wait_until(pilot, lambda: s.server.state == "ready", "the demo server to be ready", 180)
         start_argv = list(s.spec.argv)
         draft_cfg = Path(s.profile.draft_path, "config.json").read_bytes()
-        rows_before = len(s.ledger_rows())
+        rows_before = len(s.records.rows())
         # the palette and help list it
         sweep_key = keys.all_keys(app.key_owners())["sweep"]
         assert (sweep_key.binding.key, sweep_key.binding.action) == ("S", "sweep")
@@ -97,11 +97,11 @@ async def test_sweep_confirms_shows_progress_and_esc_stops_and_restores(sweep_ap
         assert Path(s.profile.draft_path, "config.json").read_bytes() == draft_cfg
         await wait_until(pilot, lambda: s.server.state == "ready" and s.server.steps == 1, "the start served", 60)
         # the ledger refreshed as the row arrived: one sweep row for 3/4/8, measured
-        rows = s.ledger_rows()[rows_before:]
+        rows = s.records.rows()[rows_before:]
         sweeps = [r for r in rows if r.kind == "sweep"]
         assert len(sweeps) == 1 and (sweeps[0].results["steps"], sweeps[0].results["topk"]) == (3, 4), rows
         assert sweeps[0].results["accept_len"] and sweeps[0].results["tok_s"]
-        assert app.query_one("#ledger-table", DataTable).row_count == len(s.ledger_rows())
+        assert app.query_one("#ledger-table", DataTable).row_count == len(s.records.rows())
         started = time.monotonic()
         await pilot.press("q")
         while not app.quitting and time.monotonic() - started < 30:

@@ -32,7 +32,7 @@ HELD = 40  # the log's last lines, fed once the app listens
 def _app(tmp_path, theme: str = "eagle3-dark", *, with_report: bool = False, report=None) -> Eagle3App:
     session, held = recorded_session(tmp_path, hold_back=HELD)
     if with_report or report is not None:
-        session.check = report if report is not None else recorded_report()
+        session.known.check = report if report is not None else recorded_report()
     app = make_app(
         session,
         clock=clock_of(session),

@@ -15,7 +15,7 @@ from eagle3_tui.engines import Engine, Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.events import Served
-from eagle3_tui.session.presets import NO_SPEC_PRESET
+from eagle3_tui.session.presets.catalog import NO_SPEC_PRESET
 from eagle3_tui.sglang import launch
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from eagle3_tui.session.store.local import LocalStore, Undo
 
 if TYPE_CHECKING:
     from eagle3_tui.remote.host import Host
-    from eagle3_tui.session.presets import ApplyPlan
+    from eagle3_tui.session.presets.catalog import ApplyPlan
 
 BACKUPS_SEARCHED = 10
 

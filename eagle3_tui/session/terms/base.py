@@ -14,7 +14,7 @@ from eagle3_tui.engines import Engine
 from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.profile import Preset
 from eagle3_tui.session.events import Served
-from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.presets.catalog import ApplyPlan
 
 if TYPE_CHECKING:
     from eagle3_tui.sglang.installed import Answer

@@ -1,4 +1,4 @@
-"""Any other engine's terms (vLLM), read and written through the engine seam (`session/engine_presets.py`,
+"""Any other engine's terms (vLLM), read and written through the engine seam (`session/presets/engine.py`,
 `session/host/served.served_by_engine`)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from eagle3_tui.engines import Launch
 from eagle3_tui.engines.base import LogFeed as EngineLogFeed
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session import engine_presets as ep
 from eagle3_tui.session.events import Served
 from eagle3_tui.session.host.served import served_by_engine
-from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.presets import engine as ep
+from eagle3_tui.session.presets.catalog import ApplyPlan
 from eagle3_tui.session.terms.base import ConfigFlags, EngineTerms, PresetInputs
 
 

@@ -1,5 +1,5 @@
 """SGLang's terms: its own flags with their effective values, and, where the installed release is known,
-its capture rule (`session/presets.py`, `session/host/served.py`)."""
+its capture rule (`session/presets/catalog.py`, `session/host/served.py`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from eagle3_tui.eagle.spec_config import SpecConfig
 from eagle3_tui.profile import Preset
-from eagle3_tui.session import presets as sg
 from eagle3_tui.session.events import Served
 from eagle3_tui.session.host.served import parse_argv, served
-from eagle3_tui.session.presets import ApplyPlan
+from eagle3_tui.session.presets import catalog as sg
+from eagle3_tui.session.presets.catalog import ApplyPlan
 from eagle3_tui.session.terms.base import ConfigFlags, EngineTerms, PresetInputs
 from eagle3_tui.sglang.logline import LogReader
 

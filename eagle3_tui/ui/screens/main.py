@@ -309,7 +309,7 @@ class MainScreen(Screen[None]):
         if self.session is None:
             return []
         try:
-            return list(self.session.presets())
+            return list(self.session.presets.available())
         except Exception as err:
             self.notify(f"cannot list presets: {err_text(err)}", severity="error")
             return []
@@ -322,7 +322,7 @@ class MainScreen(Screen[None]):
     def _ledger_or_none(self) -> list[LedgerRow]:
         """The ledger's rows, or none when it cannot be read (the check runs all the same)."""
         try:
-            return list(self.session.ledger_rows()) if self.session is not None else []
+            return list(self.session.records.rows()) if self.session is not None else []
         except Exception:
             return []
 
@@ -330,7 +330,7 @@ class MainScreen(Screen[None]):
         if self.session is None:
             return
         try:
-            rows = self.session.ledger_rows()
+            rows = self.session.records.rows()
         except Exception as err:  # an unreadable ledger is a toast; the rest keeps working
             self.notify(f"ledger unreadable: {err_text(err)}", severity="warning")
             return
@@ -540,7 +540,7 @@ class MainScreen(Screen[None]):
 
         def go(yes: bool | None) -> None:
             if yes:
-                self.jobs.run("restart", session.restart(into_log=True), "restart", done="server restarted into a log file")
+                self.jobs.run("restart", session.control.restart(into_log=True), "restart", done="server restarted into a log file")
 
         question = (f"{why}.\n\nRestart it now, detached, logging to a file the console follows? "
                     "Requests in flight will fail.")
@@ -602,13 +602,13 @@ class MainScreen(Screen[None]):
         session = self.session
         assert session is not None
         try:
-            plan = await session.plan_apply(name)
+            plan = await session.presets.plan(name)
         except Exception as err:
             self.notify(err_text(err), severity="error", timeout=10)
             return
         deadline = session.profile.restart_deadline_s
         if await self.app.push_screen_wait(DiffModal(plan, deadline_s=deadline)):
-            self.jobs.run("restart", session.apply(plan), f"apply {name}", done=f"preset {name} applied")
+            self.jobs.run("restart", session.presets.apply(plan), f"apply {name}", done=f"preset {name} applied")
 
     def action_rollback(self) -> None:
         session = self.session
@@ -618,7 +618,7 @@ class MainScreen(Screen[None]):
 
         def go(yes: bool | None) -> None:
             if yes:
-                self.jobs.run("restart", session.rollback(), "rollback", done="rolled back")
+                self.jobs.run("restart", session.presets.rollback(), "rollback", done="rolled back")
 
         self.app.push_screen(_confirm("Roll back the last applied change and restart the server?", yes="Roll back"), go)
 
@@ -630,7 +630,7 @@ class MainScreen(Screen[None]):
 
         def go(yes: bool | None) -> None:
             if yes:
-                self.jobs.run("restart", session.restart(), "restart", done="server restarted")
+                self.jobs.run("restart", session.control.restart(), "restart", done="server restarted")
 
         self.app.push_screen(_confirm("Restart the server now? Requests in flight will fail.", yes="Restart"), go)
 
@@ -647,7 +647,7 @@ class MainScreen(Screen[None]):
         if "predict" not in opts:  # the served flags, each flag preset's, the ledger's and the standard grid
             opts["predict"] = vm.check_grid(session.server, [p.flags for p in self.preset_list() if p.kind == "flags"],
                                             vm.ledger_configs(r.config for r in self._ledger_or_none()))
-        self.jobs.run("check", session.run_check(**opts), "accuracy check", on_error=self._check_failed)
+        self.jobs.run("check", session.accuracy.run(**opts), "accuracy check", on_error=self._check_failed)
 
     def on_accuracy_pane_data_requested(self) -> None:
         """d in the Accuracy pane: ask for the training data; the session reads and saves it, the doctor reruns.
@@ -660,9 +660,9 @@ class MainScreen(Screen[None]):
         prof = session.profile
 
         async def submit(glob: str, slots: tuple[int, ...] | None) -> str:
-            got = await session.use_training_data(glob, slots, save=prof.source is not None)
+            got = await session.accuracy.use_training_data(glob, slots, save=prof.source is not None)
             self.accuracy_pane.data_known = True
-            await session.refresh_findings()
+            await session.survey.refresh_findings()
             self._show_presets()  # the training wiring's preset, now that the slots are known
             return got.summary() + (f"; saved to {prof.source}" if prof.source else "")
 
@@ -717,7 +717,7 @@ class MainScreen(Screen[None]):
         self.ledger_pane.progress = vm.bench_progress(0, 1, label)
         self.jobs.run(
             "bench",
-            session.benchmark(baseline=baseline, **self.options.bench_opts),
+            session.bench.run(baseline=baseline, **self.options.bench_opts),
             label,
             on_error=self._bench_failed,
         )

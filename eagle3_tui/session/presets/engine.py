@@ -20,7 +20,7 @@ from eagle3_tui.eagle.draft_config import json_diff
 from eagle3_tui.engines import Engine, Launch
 from eagle3_tui.errors import UserError
 from eagle3_tui.profile import Preset
-from eagle3_tui.session.presets import (
+from eagle3_tui.session.presets.catalog import (
     LAUNCH_COMMAND_PATH,
     NO_SPEC_PRESET,
     TRAIN_PRESET,

@@ -45,7 +45,7 @@ class RealSglang:
 
 
 def checkout_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def find_real_sglang(root: Path | str | None = None) -> RealSglang | None:

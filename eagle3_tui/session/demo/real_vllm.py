@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle3_tui.session.real_sglang import checkout_root
+from eagle3_tui.session.demo.real_sglang import checkout_root
 
 if TYPE_CHECKING:
     from eagle3_tui.profile import Profile

@@ -180,7 +180,7 @@ class RealEngine:
 def real_engine(engine: str) -> RealEngine:
     """What serves `--demo --engine ENGINE` for a real engine; UserError for another name."""
     from eagle3_tui.errors import UserError
-    from eagle3_tui.session import real_sglang, real_vllm
+    from eagle3_tui.session.demo import real_sglang, real_vllm
 
     flags = "--speculative-num-steps 1 --speculative-num-draft-tokens 16 --speculative-eagle-topk 1"
     engines = {
@@ -221,14 +221,14 @@ async def attach_and_start(session: Session) -> None:
     """Attach, and start the server unless one is up or coming up."""
     await session.attach()
     if session.server.state not in ("ready", "starting"):
-        await session.start_server()
+        await session.control.start()
 
 
 async def stop_and_close(session: Session) -> None:
     """Quit the demo: stop the sim server it started, then detach."""
     try:
         if session.server.pgid or session.server.pid:
-            await session.stop_server()
+            await session.control.stop()
     finally:
         await session.close()
 
