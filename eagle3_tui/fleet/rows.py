@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from eagle3_tui.fleet.readings import Reading
@@ -158,8 +158,7 @@ def with_reading(row: FleetRow, points: Sequence[Point], window_s: float, rate_s
     d = derive(points, window_s, rate_s)
     last = points[-1][1]
     return replace(
-        row, status="ok", reason="", accept_now=d.accept_now, accept_window=d.accept_window,
-        per_position=d.per_position, tok_s=d.tok_s, running=d.running, last_restart=d.last_restart,
+        row, status="ok", reason="", **asdict(d),  # the row's live fields are named as Derived's
         steps=row.steps if row.steps is not None else last.num_steps,
         draft_tokens=row.draft_tokens if row.draft_tokens is not None else last.num_draft_tokens,
         model=row.model or last.model, updated=points[-1][0], speculative=last.speculative,
